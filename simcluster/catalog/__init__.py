@@ -1,0 +1,88 @@
+"""Packaged preset data: accelerators and models (YAML in this folder) and topology files.
+
+Topology presets have one home, the top-level ``topologies/`` folder. A wheel carries it as
+``simcluster/_data/topologies``; a source checkout (editable install) reads it in place.
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simcluster import yamlio
+from simcluster.errors import SpecError
+
+KINDS = ("accelerators", "models", "topologies")
+
+
+@cache
+def _catalog(kind: str) -> dict[str, dict[str, Any]]:
+    text = resources.files("simcluster.catalog").joinpath(f"{kind}.yaml").read_text("utf-8")
+    data = yamlio.load(text)
+    entries = data.get(kind, {}) if isinstance(data, dict) else {}
+    return {str(k): v for k, v in entries.items()}
+
+
+def topology_dir() -> Path:
+    """The folder of topology presets (packaged copy first, then the source checkout)."""
+    packaged = Path(str(resources.files("simcluster"))) / "_data" / "topologies"
+    if packaged.is_dir():
+        return packaged
+    return Path(__file__).resolve().parents[2] / "topologies"
+
+
+def names(kind: str) -> list[str]:
+    """Sorted preset names of ``kind`` (accelerators, models or topologies)."""
+    if kind == "topologies":
+        return sorted(p.stem for p in topology_dir().glob("*.yaml"))
+    return sorted(_catalog(kind))
+
+
+def entry(kind: str, name: str, key: str = "") -> dict[str, Any]:
+    """A copy of preset ``name`` of ``kind``; ``SpecError`` at ``key`` when there is none."""
+    if kind == "topologies":
+        return load_yaml_file(topology_path(name, key))
+    found = _catalog(kind).get(name)
+    if not isinstance(found, dict):
+        raise unknown(kind, name, key)
+    return {"name": name, **found}
+
+
+def topology_path(name: str, key: str = "") -> Path:
+    """The file of topology preset ``name``."""
+    path = topology_dir() / f"{name}.yaml"
+    if not path.is_file():
+        raise unknown("topologies", name, key)
+    return path
+
+
+def unknown(kind: str, name: str, key: str) -> SpecError:
+    """The error for a preset name that is not in the catalog, with the closest names."""
+    close = difflib.get_close_matches(name, names(kind), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return SpecError(key, f"unknown {kind[:-1]} preset {name!r}{hint}; "
+                     f"see 'simcluster catalog {kind}'")
+
+
+def load_yaml_file(path: Path) -> dict[str, Any]:
+    """Read a YAML mapping; ``SpecError`` naming the file for unreadable or non-mapping content."""
+    try:
+        data = yamlio.load(path.read_text("utf-8"))
+    except OSError as err:
+        raise SpecError("", f"cannot read: {err.strerror}", str(path)) from None
+    except yaml.YAMLError as err:
+        raise SpecError("", f"not valid YAML: {_yaml_problem(err)}", str(path)) from None
+    if not isinstance(data, dict):
+        raise SpecError("", f"expected a mapping at the top, got {type(data).__name__}", str(path))
+    return data
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    mark = getattr(err, "problem_mark", None)
+    problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else str(problem)

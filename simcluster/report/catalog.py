@@ -1,0 +1,61 @@
+"""Tables of the catalog presets for ``simcluster catalog``."""
+
+from __future__ import annotations
+
+from simcluster import catalog
+from simcluster.perf.params import count_params
+from simcluster.report.table import format_table
+from simcluster.spec import schema
+from simcluster.spec.hardware import AcceleratorSpec
+from simcluster.spec.loader import load_topology
+from simcluster.spec.model import ModelSpec
+from simcluster.units import GB, GiB
+
+
+def accelerators_table() -> str:
+    """One row per accelerator preset: memory, bandwidth, dense peaks, TDP."""
+    rows = []
+    for name in catalog.names("accelerators"):
+        acc = schema.parse(AcceleratorSpec, catalog.entry("accelerators", name), name)
+        peak = acc.peak_flops_per_s
+        rows.append([name, acc.memory_bytes / GiB, acc.memory_bandwidth_Bps / GB,
+                     _tf(peak.get("bf16")), _tf(peak.get("fp16")), _tf(peak.get("fp8")),
+                     _tf(peak.get("fp32")), acc.tdp_W])
+    return format_table(["accelerator", "mem GiB", "HBM GB/s", "bf16 TF", "fp16 TF", "fp8 TF",
+                         "fp32 TF", "TDP W"], rows)
+
+
+def models_table() -> str:
+    """One row per model preset: shape and parameter count."""
+    rows = []
+    for name in catalog.names("models"):
+        m = schema.parse(ModelSpec, catalog.entry("models", name), name)
+        params = count_params(m)
+        moe = f"{m.moe.experts}x top{m.moe.top_k}" if m.moe else "-"
+        rows.append([name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.ffn_act,
+                     m.vocab, m.seq_len, moe, f"{params.total / 1e9:.2f}",
+                     f"{params.active / 1e9:.2f}"])
+    return format_table(["model", "layers", "hidden", "heads", "kv", "ffn", "act", "vocab", "seq",
+                         "moe", "params B", "active B"], rows)
+
+
+def topologies_table() -> str:
+    """One row per topology preset: accelerator, node, scale-up and scale-out."""
+    rows = []
+    for name in catalog.names("topologies"):
+        t = load_topology(name)
+        out = t.scale_out
+        rows.append([name, t.accelerator.name, t.gpus_per_node,
+                     f"{t.scale_up.kind} {t.scale_up.bandwidth_Bps / GB:g}",
+                     f"{out.nics_per_node}x{out.nic_Bps * 8 / GB:g}", out.fabric,
+                     out.oversubscription])
+    return format_table(["topology", "accelerator", "gpus/node", "scale-up GB/s",
+                         "NICs x Gb/s", "fabric", "oversub"], rows)
+
+
+def _tf(value: float | None) -> float | None:
+    return None if value is None else value / 1e12
+
+
+TABLES = {"accelerators": accelerators_table, "models": models_table,
+          "topologies": topologies_table}

@@ -1,0 +1,1 @@
+"""Running scenarios: single runs, sweeps and the files they write."""

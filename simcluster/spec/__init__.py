@@ -1,0 +1,28 @@
+"""Specs: frozen dataclasses for scenarios, models, hardware and topologies, and their loader."""
+
+from simcluster.spec.hardware import (
+    AcceleratorSpec,
+    HostSpec,
+    ScaleOutSpec,
+    ScaleUpSpec,
+    TopologySpec,
+)
+from simcluster.spec.loader import dump_scenario, load_scenario, load_topology, to_yaml
+from simcluster.spec.model import ModelSpec, MoESpec
+from simcluster.spec.scenario import (
+    CheckpointSpec,
+    ClusterSpec,
+    CostSpec,
+    FailureClassSpec,
+    ParallelismSpec,
+    ReliabilitySpec,
+    Scenario,
+    TrainingSpec,
+)
+
+__all__ = [
+    "AcceleratorSpec", "CheckpointSpec", "ClusterSpec", "CostSpec", "FailureClassSpec", "HostSpec",
+    "ModelSpec", "MoESpec", "ParallelismSpec", "ReliabilitySpec", "ScaleOutSpec", "ScaleUpSpec",
+    "Scenario", "TopologySpec", "TrainingSpec", "dump_scenario", "load_scenario", "load_topology",
+    "to_yaml",
+]

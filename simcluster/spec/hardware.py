@@ -1,0 +1,126 @@
+"""Hardware specifications: an accelerator and the topology of a cluster built from it.
+
+The topology file (schema ``simcluster/topology/v1``) describes one node (GPUs, their scale-up fabric
+and the PCIe/CPU host side) and how nodes connect (NICs and the scale-out fabric). Bandwidths are
+line rates per direction; how much of them a collective achieves is calibration, not topology.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcluster.errors import SpecError
+from simcluster.spec.schema import spec_field
+
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+SCALE_UP_KINDS = ("nvswitch", "nvlink-bridge", "pcie", "nvl-domain")
+FABRICS = ("fat-tree", "rail-optimized", "single-switch")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcceleratorSpec:
+    """One accelerator: memory, dense peak per dtype, and its achievable-rate calibration.
+
+    Attributes
+    ----------
+    peak_flops_per_s : dict[str, float]
+        Dense (no sparsity) peak per dtype, FLOP/s.
+    matmul_efficiency : dict[str, float]
+        Best-shape achievable matmul rate over peak, per dtype (MAMF-style measurement).
+    gemm_half_dim : int
+        GEMM dimension at which the per-dimension efficiency factor ``d/(d+half)`` is one half.
+    memory_efficiency : float
+        Achievable fraction of memory bandwidth for streaming (memory-bound) kernels.
+    """
+
+    name: str = spec_field("custom")
+    description: str = spec_field("")
+    vendor: str = spec_field("")
+    memory_bytes: float = spec_field(unit="GiB", gt=0)
+    memory_bandwidth_Bps: float = spec_field(unit="GBps", gt=0)
+    peak_flops_per_s: dict[str, float] = spec_field(unit="TFLOPS", gt=0, keys=DTYPES)
+    matmul_efficiency: dict[str, float] = spec_field({}, gt=0, le=1, keys=DTYPES)
+    gemm_half_dim: int = spec_field(128, ge=0)
+    memory_efficiency: float = spec_field(0.8, gt=0, le=1)
+    tdp_W: float = spec_field(0.0, unit="W", ge=0)
+
+    def __post_init__(self) -> None:
+        if not self.peak_flops_per_s:
+            raise SpecError("peak_TFLOPS", "needs at least one dtype, e.g. {bf16: 312}")
+        for dtype in self.matmul_efficiency:
+            if dtype not in self.peak_flops_per_s:
+                raise SpecError(f"matmul_efficiency.{dtype}", "has no peak_TFLOPS entry")
+
+    def peak(self, dtype: str) -> float:
+        """Dense peak FLOP/s for ``dtype`` (``SpecError`` when the chip lacks it)."""
+        if dtype not in self.peak_flops_per_s:
+            have = ", ".join(self.peak_flops_per_s)
+            raise SpecError("precision", f"{self.name} has no {dtype} peak (has {have})")
+        return self.peak_flops_per_s[dtype]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleUpSpec:
+    """The fabric inside a node (or an NVLink domain spanning nodes)."""
+
+    kind: str = spec_field(choices=SCALE_UP_KINDS)
+    bandwidth_Bps: float = spec_field(unit="GBps", gt=0, doc="per GPU (per bridge), per direction")
+    latency_s: float = spec_field(2e-6, unit="us", ge=0)
+    nvls: bool = spec_field(False, doc="NVLink SHARP (in-switch reduction)")
+    domain_gpus: int = spec_field(0, ge=0, doc="nvl-domain: GPUs in one NVLink domain")
+    bridge_gpus: int = spec_field(2, ge=2, doc="nvlink-bridge: GPUs joined by one bridge")
+
+    def __post_init__(self) -> None:
+        if self.nvls and self.kind not in ("nvswitch", "nvl-domain"):
+            raise SpecError("nvls", f"needs an NVSwitch (kind nvswitch or nvl-domain), not {self.kind}")
+        if self.kind == "nvl-domain" and self.domain_gpus < 1:
+            raise SpecError("domain_gpus", "kind nvl-domain needs domain_gpus >= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HostSpec:
+    """The PCIe and CPU side of a node."""
+
+    pcie_Bps: float = spec_field(32e9, unit="GBps", gt=0, doc="per GPU x16 link, per direction")
+    pcie_latency_s: float = spec_field(1e-6, unit="us", ge=0)
+    gpus_per_pcie_switch: int = spec_field(1, ge=1)
+    cpu_sockets: int = spec_field(1, ge=1)
+    inter_socket_Bps: float = spec_field(32e9, unit="GBps", gt=0)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ScaleOutSpec:
+    """NICs and the fabric between nodes."""
+
+    nics_per_node: int = spec_field(1, ge=0)
+    nic_Bps: float = spec_field(12.5e9, unit="Gbps", gt=0, doc="per NIC, per direction")
+    fabric: str = spec_field("fat-tree", choices=FABRICS)
+    oversubscription: float = spec_field(1.0, ge=1.0, doc="leaf downlink / uplink bandwidth")
+    latency_s: float = spec_field(5e-6, unit="us", ge=0)
+    switch_radix: int = spec_field(64, ge=2)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopologySpec:
+    """A node design and how nodes are joined (DESIGN.md section 3.2)."""
+
+    schema: str = spec_field("simcluster/topology/v1", choices=("simcluster/topology/v1",))
+    name: str = spec_field("custom")
+    description: str = spec_field("")
+    accelerator: AcceleratorSpec = spec_field()
+    gpus_per_node: int = spec_field(ge=1)
+    scale_up: ScaleUpSpec = spec_field()
+    host: HostSpec = spec_field(HostSpec())
+    scale_out: ScaleOutSpec = spec_field(ScaleOutSpec())
+
+    def __post_init__(self) -> None:
+        up = self.scale_up
+        if up.kind == "nvlink-bridge" and self.gpus_per_node % up.bridge_gpus:
+            raise SpecError("scale_up.bridge_gpus",
+                            f"{up.bridge_gpus} must divide gpus_per_node={self.gpus_per_node}")
+        if up.kind == "nvl-domain" and up.domain_gpus % self.gpus_per_node:
+            raise SpecError("scale_up.domain_gpus",
+                            f"{up.domain_gpus} must be a multiple of gpus_per_node={self.gpus_per_node}")
+        if self.host.gpus_per_pcie_switch > self.gpus_per_node:
+            raise SpecError("host.gpus_per_pcie_switch",
+                            f"{self.host.gpus_per_pcie_switch} exceeds gpus_per_node={self.gpus_per_node}")

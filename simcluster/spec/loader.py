@@ -1,0 +1,184 @@
+"""Load scenario and topology files: presets, file references, ``--set`` overrides, parsing.
+
+Loading is: read YAML -> apply overrides by dotted path -> resolve presets and file references into
+plain mappings -> parse into frozen specs (:mod:`.schema`) -> cross-section checks. Every failure is
+a :class:`SpecError` naming the file (or ``--set``), the key path and what was expected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from simcluster import catalog, yamlio
+from simcluster.errors import SpecError
+from simcluster.spec import schema
+from simcluster.spec.hardware import TopologySpec
+from simcluster.spec.scenario import Scenario
+
+Source = str | Path | Mapping[str, Any]
+
+
+def load_scenario(source: Source, overrides: Sequence[str] = ()) -> Scenario:
+    """Load, resolve and check a scenario from a file path or a mapping.
+
+    Parameters
+    ----------
+    source : str, Path or mapping
+        A scenario YAML file, or its content as a mapping.
+    overrides : sequence of str
+        ``KEY=VALUE`` items; KEY is a dotted path (``parallelism.tp``), VALUE is YAML.
+    """
+    raw, label, base = _read(source)
+    applied = [apply_override(raw, item) for item in overrides]
+    try:
+        resolved = resolve_scenario(raw, base)
+        return schema.parse(Scenario, resolved)
+    except SpecError as err:
+        override = next((a for a in applied if err.key == a or err.key.startswith(a + ".")), None)
+        if override is not None and not err.source:
+            raise err.within("--set") from None
+        raise err.within(label) from None
+
+
+def load_topology(source: Source) -> TopologySpec:
+    """Load and check a topology from a preset name, a file path or a mapping."""
+    if isinstance(source, str) and _is_preset_name(source):
+        source = catalog.topology_path(source)
+    raw, label, _ = _read(source)
+    try:
+        return schema.parse(TopologySpec, resolve_topology_mapping(raw, ""))
+    except SpecError as err:
+        raise err.within(label) from None
+
+
+def _read(source: Source) -> tuple[dict[str, Any], str, Path]:
+    if isinstance(source, Mapping):
+        return _deep_copy(source), "<inline>", Path.cwd()
+    path = Path(source)
+    return catalog.load_yaml_file(path), str(path), path.parent
+
+
+def _is_preset_name(text: str) -> bool:
+    return not text.endswith((".yaml", ".yml")) and "/" not in text
+
+
+# ---------------------------------------------------------------------------------- resolution
+
+
+def resolve_scenario(raw: dict[str, Any], base: Path) -> dict[str, Any]:
+    """Replace preset names and file references in ``raw`` by complete mappings."""
+    out = dict(raw)
+    if "model" in out:
+        out["model"] = resolve_preset(out["model"], "models", "model")
+    cluster = out.get("cluster")
+    if isinstance(cluster, Mapping) and "topology" in cluster:
+        out["cluster"] = {**cluster, "topology": _resolve_topology_ref(cluster["topology"], base)}
+    return out
+
+
+def _resolve_topology_ref(value: object, base: Path) -> object:
+    if isinstance(value, str) and not _is_preset_name(value):
+        path = Path(value) if Path(value).is_absolute() else base / value
+        return schema.dump(load_topology(path))
+    if isinstance(value, str):
+        return schema.dump(load_topology(value))
+    if isinstance(value, Mapping):
+        merged = resolve_preset(value, "topologies", "cluster.topology")
+        return resolve_topology_mapping(merged, "cluster.topology")
+    raise SpecError("cluster.topology",
+                    f"expected a preset name, a file path or a mapping, got {value!r}")
+
+
+def resolve_topology_mapping(raw: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """Resolve the accelerator preset inside a topology mapping."""
+    out = dict(raw)
+    if "accelerator" in out:
+        where = f"{key}.accelerator" if key else "accelerator"
+        out["accelerator"] = resolve_preset(out["accelerator"], "accelerators", where)
+    return out
+
+
+def resolve_preset(value: object, kind: str, key: str) -> object:
+    """A preset name -> its entry; a mapping with ``preset:`` -> the entry deep-merged with it."""
+    if isinstance(value, str):
+        return catalog.entry(kind, value, key)
+    if not isinstance(value, Mapping) or "preset" not in value:
+        return value
+    name = value["preset"]
+    if not isinstance(name, str):
+        raise SpecError(f"{key}.preset", f"expected a preset name, got {name!r}")
+    rest = {k: v for k, v in value.items() if k != "preset"}
+    base = catalog.entry(kind, name, f"{key}.preset")
+    if kind == "topologies":
+        base.pop("schema", None)
+        rest.setdefault("name", f"{name}+custom" if rest else name)
+    return deep_merge(base, rest)
+
+
+def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` updated by ``top``; nested mappings are merged, everything else replaced."""
+    out = dict(base)
+    for key, value in top.items():
+        old = out.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping) and "preset" not in value:
+            out[key] = deep_merge(old, value)
+        else:
+            out[key] = value
+    return out
+
+
+# ----------------------------------------------------------------------------------- overrides
+
+
+def apply_override(doc: dict[str, Any], item: str) -> str:
+    """Apply ``KEY=VALUE`` to ``doc`` in place; returns the dotted KEY.
+
+    A preset name met on the way (``model: gpt3-175b`` with ``model.layers=48``) becomes
+    ``{preset: gpt3-175b}`` so the override refines the preset.
+    """
+    key, sep, text = item.partition("=")
+    parts = key.strip().split(".")
+    if not sep or not all(parts):
+        raise SpecError("", f"expected KEY=VALUE with a dotted KEY, got {item!r}", "--set")
+    try:
+        value = yamlio.load(text)
+    except yaml.YAMLError:
+        raise SpecError(key, f"value {text!r} is not valid YAML", "--set") from None
+    node: dict[str, Any] = doc
+    for depth, part in enumerate(parts[:-1]):
+        child = node.get(part)
+        if child is None:
+            child = node[part] = {}
+        elif isinstance(child, str):
+            child = node[part] = {"preset": child}
+        elif not isinstance(child, dict):
+            where = ".".join(parts[: depth + 1])
+            raise SpecError(where, f"is {child!r}, not a mapping; cannot set {key}", "--set")
+        node = child
+    node[parts[-1]] = value
+    return key
+
+
+# --------------------------------------------------------------------------------------- dump
+
+
+def dump_scenario(scenario: Scenario) -> dict[str, Any]:
+    """The fully resolved scenario as a plain mapping (every default filled in)."""
+    return schema.dump(scenario)
+
+
+def to_yaml(data: Mapping[str, Any]) -> str:
+    """YAML text of a plain mapping, keys in declaration order."""
+    return yaml.safe_dump(dict(data), sort_keys=False, default_flow_style=False, width=100)
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value

@@ -1,0 +1,86 @@
+"""Model specification: the shape of a dense or mixture-of-experts decoder-only transformer.
+
+Values come from a catalog preset (``simcluster/catalog/models.yaml``), a mapping, or a preset with
+overrides. Defaults that follow from other keys (``kv_heads = heads``, ``ffn_hidden = 4*hidden``) are
+filled in here, so the resolved spec is complete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from simcluster.errors import SpecError
+from simcluster.spec.schema import Context, spec_field
+
+FFN_ACTS = ("gelu", "swiglu")
+POSITIONS = ("learned", "rope", "alibi")
+NORMS = ("layernorm", "rmsnorm")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MoESpec:
+    """Mixture of experts: ``experts`` FFNs per layer, ``top_k`` of them active per token."""
+
+    experts: int = spec_field(ge=1)
+    top_k: int = spec_field(ge=1)
+
+    def __post_init__(self) -> None:
+        if self.top_k > self.experts:
+            raise SpecError("top_k", f"{self.top_k} exceeds experts={self.experts}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelSpec:
+    """A decoder-only transformer.
+
+    Attributes
+    ----------
+    layers, hidden, heads : int
+        Transformer blocks, hidden size h, attention (query) heads.
+    kv_heads : int
+        Key/value heads (grouped-query attention); equals ``heads`` for multi-head attention.
+    ffn_hidden : int
+        FFN inner size (per expert for MoE); ``4*hidden`` by default.
+    ffn_act : str
+        ``gelu`` (2 weight matrices) or ``swiglu`` (3 weight matrices).
+    vocab, seq_len : int
+        Vocabulary size and training sequence length in tokens.
+    bias, position, norm
+        Linear-layer biases, position embedding (``learned`` adds ``seq_len*hidden`` weights) and
+        normalisation (``layernorm`` has a weight and a bias, ``rmsnorm`` a weight only).
+    """
+
+    name: str = spec_field("custom")
+    layers: int = spec_field(ge=1)
+    hidden: int = spec_field(ge=1)
+    heads: int = spec_field(ge=1)
+    kv_heads: int = spec_field(ge=1, derived=True)
+    ffn_hidden: int = spec_field(ge=1, derived=True)
+    ffn_act: str = spec_field("gelu", choices=FFN_ACTS)
+    vocab: int = spec_field(ge=1)
+    seq_len: int = spec_field(ge=1)
+    tied_embeddings: bool = spec_field(False)
+    bias: bool = spec_field(True, doc="linear layers carry biases (GPT, BLOOM) or not (Llama)")
+    position: str = spec_field("learned", choices=POSITIONS)
+    norm: str = spec_field("layernorm", choices=NORMS)
+    moe: MoESpec | None = spec_field(None)
+
+    @staticmethod
+    def derive(values: dict[str, Any], context: Context) -> None:
+        """``kv_heads`` defaults to ``heads``; ``ffn_hidden`` to ``4*hidden``."""
+        if "kv_heads" not in values and "heads" in values:
+            values["kv_heads"] = values["heads"]
+        if "ffn_hidden" not in values and "hidden" in values:
+            values["ffn_hidden"] = 4 * values["hidden"]
+
+    def __post_init__(self) -> None:
+        if self.hidden % self.heads:
+            raise SpecError("hidden", f"{self.hidden} is not divisible by heads={self.heads}")
+        if self.kv_heads > self.heads or self.heads % self.kv_heads:
+            raise SpecError("kv_heads", f"{self.kv_heads} must divide heads={self.heads}")
+
+    @property
+    def head_dim(self) -> int:
+        """Size of one attention head, ``hidden / heads``."""
+        return self.hidden // self.heads
