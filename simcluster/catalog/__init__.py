@@ -18,6 +18,7 @@ from simcluster import yamlio
 from simcluster.errors import SpecError
 
 KINDS = ("accelerators", "models", "topologies")
+_SINGULAR = {"accelerators": "accelerator", "models": "model", "topologies": "topology"}
 
 
 @cache
@@ -65,7 +66,7 @@ def unknown(kind: str, name: str, key: str) -> SpecError:
     """The error for a preset name that is not in the catalog, with the closest names."""
     close = difflib.get_close_matches(name, names(kind), n=3)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
-    return SpecError(key, f"unknown {kind[:-1]} preset {name!r}{hint}; "
+    return SpecError(key, f"unknown {_SINGULAR.get(kind, kind)} preset {name!r}{hint}; "
                      f"see 'simcluster catalog {kind}'")
 
 

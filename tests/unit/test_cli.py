@@ -1,0 +1,109 @@
+"""The command line: output, exit status 2 with one line for bad input, no tracebacks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simcluster.cli import main
+from simcluster.spec import load_scenario
+from simcluster import yamlio
+
+ROOT = Path(__file__).resolve().parents[2]
+DEFAULT = str(ROOT / "scenarios" / "default.yaml")
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_validate_prints_resolved_yaml_that_loads_back(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "validate", DEFAULT)
+    assert code == 0
+    resolved = yamlio.load(out)
+    assert resolved["parallelism"]["dp"] == 4
+    assert load_scenario(resolved) == load_scenario(DEFAULT)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("parallelism: {tp: 2, pp: 2, global_batch: 256, micro_batchs: 1}",
+         "parallelism.micro_batchs: unknown key (did you mean 'micro_batch'?)"),
+        ("parallelism: {tp: 5, pp: 2, global_batch: 256}", "parallelism.tp: 5 does not divide heads=32"),
+        ("parallelism: {tp: 2, pp: 2, global_batch: 256}\n"
+         "checkpoint: {storage_write_GiB: 10}", "checkpoint.storage_write_GiB: wrong or missing unit"),
+        ("parallelism: {tp: 2, pp: 2, global_batch: 256}\n"
+         "checkpoint: {storage_write_GBps: -10}", "checkpoint.storage_write_GBps: must be > 0"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                         text: str, expected: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(f"model: llama-3-8b\ncluster: {{topology: dgx-h100, nodes: 2}}\n{text}\n")
+    code, out, err = _run(capsys, "validate", str(path))
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert f"{path}: {expected}" in err
+    assert "Traceback" not in err
+
+
+def test_set_errors_name_set(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "validate", DEFAULT, "--set", "parallelism.tp=3")
+    assert code == 2
+    assert err.startswith("simcluster: error: --set: parallelism.tp: 3 does not divide heads=32")
+
+
+def test_missing_scenario_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    code, _, err = _run(capsys, "validate", str(tmp_path / "none.yaml"))
+    assert code == 2
+    assert "cannot read" in err
+
+
+def test_topology_show_dgx_h100_128_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "topology", "show", "dgx-h100", "--nodes", "128", "--json")
+    assert code == 0
+    summary = json.loads(out)
+    assert summary["gpus"] == 1024
+    assert summary["scale_up_Bps_per_gpu"] == 450e9     # NVLink4: 18 links x 25 GB/s
+    assert summary["scale_out_Bps_per_gpu"] == 50e9     # one 400 Gb/s NIC per GPU
+    assert summary["bisection_Bps"] == pytest.approx(1024 * 50e9 / 2)
+
+
+def test_topology_show_text(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "topology", "show", "dgx-h100", "--nodes", "128")
+    assert code == 0
+    assert "1024 GPUs" in out
+    assert "450 GB/s per GPU" in out
+
+
+def test_topology_unknown_name(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "topology", "show", "dgx-h10")
+    assert code == 2
+    assert "unknown topology preset 'dgx-h10' (did you mean dgx-h100" in err
+
+
+def test_topology_dot_to_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    target = tmp_path / "g.dot"
+    code, _, _ = _run(capsys, "topology", "show", "box-2x3090ti-nvlink", "--dot", str(target))
+    assert code == 0
+    assert target.read_text().startswith("graph")
+
+
+def test_catalog_lists_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "catalog")
+    assert code == 0
+    for name in ("h100-sxm", "llama-3-405b", "dgx-b200", "box-4x3090ti-nvlink"):
+        assert name in out
+
+
+def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    assert "validate" in capsys.readouterr().out
