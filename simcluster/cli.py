@@ -15,8 +15,10 @@ from collections.abc import Callable, Sequence
 from simcluster import catalog
 from simcluster.errors import SpecError
 from simcluster.report.catalog import TABLES
+from simcluster.report.run import run_text
 from simcluster.report.topology import summary_dict, summary_text
 from simcluster.run.files import write_atomic
+from simcluster.run.single import simulate
 from simcluster.spec.loader import dump_scenario, load_scenario, load_topology, to_yaml
 from simcluster.topology import build_graph, summarize, to_dot
 
@@ -26,6 +28,13 @@ Handler = Callable[[argparse.Namespace], int]
 def _validate(args: argparse.Namespace) -> int:
     scenario = load_scenario(args.scenario, args.set)
     print(to_yaml(dump_scenario(scenario)), end="")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    result = simulate(load_scenario(args.scenario, args.set)).to_dict()
+    text = json.dumps(result, indent=2) if args.json else run_text(result)
+    print(text)
     return 0
 
 
@@ -62,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
         description="Simulate large-model training clusters: step time, memory, communication, "
                     "failures and checkpoints.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p = sub.add_parser("run", help="estimate one training step: time, breakdown, MFU, memory, cost")
+    p.add_argument("scenario", help="scenario YAML file")
+    _add_set(p)
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.set_defaults(handler=_run)
     p = sub.add_parser("validate", help="check a scenario and print it fully resolved as YAML")
     p.add_argument("scenario", help="scenario YAML file")
     _add_set(p)

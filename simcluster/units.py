@@ -89,7 +89,7 @@ def parse_size(text: str) -> float:
     decimal; ``KiB``/``MiB``/... are binary. Raises ``ValueError`` on anything else.
     """
     match = _SIZE_RE.match(text)
-    if match is None or match.group(2) not in _SIZE_FACTORS and match.group(2) is not None:
+    if match is None or (match.group(2) not in _SIZE_FACTORS and match.group(2) is not None):
         raise ValueError(f"not a size: {text!r} (expected e.g. 1K, 64MiB, 8G, 1e9)")
     return float(match.group(1)) * _SIZE_FACTORS[match.group(2) or ""]
 

@@ -33,4 +33,4 @@ Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+01234
 
 def load(text: str) -> Any:
     """Parse YAML text with :class:`Loader`."""
-    return yaml.load(text, Loader=Loader)  # noqa: S506 - Loader derives from SafeLoader
+    return yaml.load(text, Loader=Loader)

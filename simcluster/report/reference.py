@@ -72,9 +72,12 @@ def _default(field: dataclasses.Field[Any]) -> str:
     meta = meta_of(field)
     if meta.derived:
         return "derived"
-    if field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
+    if field.default is not dataclasses.MISSING:
+        value: Any = field.default
+    elif field.default_factory is not dataclasses.MISSING:
+        value = field.default_factory()
+    else:
         return "required"
-    value = field.default if field.default is not dataclasses.MISSING else field.default_factory()
     if dataclasses.is_dataclass(value):
         return "defaults"
     if meta.unit and isinstance(value, float):

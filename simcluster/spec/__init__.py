@@ -21,8 +21,23 @@ from simcluster.spec.scenario import (
 )
 
 __all__ = [
-    "AcceleratorSpec", "CheckpointSpec", "ClusterSpec", "CostSpec", "FailureClassSpec", "HostSpec",
-    "ModelSpec", "MoESpec", "ParallelismSpec", "ReliabilitySpec", "ScaleOutSpec", "ScaleUpSpec",
-    "Scenario", "TopologySpec", "TrainingSpec", "dump_scenario", "load_scenario", "load_topology",
+    "AcceleratorSpec",
+    "CheckpointSpec",
+    "ClusterSpec",
+    "CostSpec",
+    "FailureClassSpec",
+    "HostSpec",
+    "MoESpec",
+    "ModelSpec",
+    "ParallelismSpec",
+    "ReliabilitySpec",
+    "ScaleOutSpec",
+    "ScaleUpSpec",
+    "Scenario",
+    "TopologySpec",
+    "TrainingSpec",
+    "dump_scenario",
+    "load_scenario",
+    "load_topology",
     "to_yaml",
 ]

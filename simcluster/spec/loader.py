@@ -88,7 +88,8 @@ def _resolve_topology_ref(value: object, base: Path) -> object:
         return schema.dump(load_topology(value))
     if isinstance(value, Mapping):
         merged = resolve_preset(value, "topologies", "cluster.topology")
-        return resolve_topology_mapping(merged, "cluster.topology")
+        return resolve_topology_mapping(merged if isinstance(merged, Mapping) else value,
+                                        "cluster.topology")
     raise SpecError("cluster.topology",
                     f"expected a preset name, a file path or a mapping, got {value!r}")
 

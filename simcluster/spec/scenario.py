@@ -57,6 +57,8 @@ class ParallelismSpec:
     zero_stage: int = spec_field(1, ge=0, le=3)
     stage_layers: tuple[int, ...] | None = spec_field(None, ge=0)
     tp_across_nodes: bool = spec_field(False)
+    overlap_grad_reduce: bool = spec_field(
+        True, doc="DP gradient reduction overlaps the last backward (Megatron --overlap-grad-reduce)")
 
     @staticmethod
     def derive(values: dict[str, Any], context: Context) -> None:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from simcluster import yamlio
 from simcluster.cli import main
 from simcluster.spec import load_scenario
-from simcluster import yamlio
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT = str(ROOT / "scenarios" / "default.yaml")

@@ -1,0 +1,139 @@
+"""Communication of one training step, per category, from the layout and the collective model.
+
+Message sizes follow Megatron-LM (Shoeybi et al. arXiv 1909.08053; Narayanan et al. SC'21;
+Korthikanti et al. arXiv 2205.05198): per transformer layer and micro-batch, tensor parallelism
+all-reduces the ``b*s/cp x h`` activations twice in forward and twice in backward (with sequence
+parallelism: an all-gather and a reduce-scatter of the same array instead of each all-reduce);
+full recompute repeats the forward ones. Pipeline stages exchange ``b*s/cp x h`` activations
+(divided by ``tp``: Megatron's scatter/gather optimisation, or SP). Data parallelism reduces the
+gradients once per step (an all-reduce, or with ZeRO >= 1 a reduce-scatter followed by an
+all-gather of the updated 16-bit weights).
+
+Rank placement is Megatron's default order, TP fastest, then CP, DP, PP: a TP group has stride 1,
+a CP group stride ``tp``, a DP group stride ``tp*cp``, PP neighbours stride ``tp*cp*dp``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcluster.perf.collectives import CommGroup, collective_time, comm_group
+from simcluster.spec.scenario import Scenario
+
+#: Bytes per element of the activations exchanged (16-bit training).
+ACT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Groups:
+    """The communicators of one GPU (None where the degree is 1)."""
+
+    tp: CommGroup | None
+    cp: CommGroup | None
+    dp: CommGroup | None
+    ep: CommGroup | None
+    pp: CommGroup | None
+
+
+def groups(s: Scenario) -> Groups:
+    """The TP, CP, DP, EP and PP-neighbour groups under Megatron's rank order."""
+    par, topo = s.parallelism, s.cluster.topology
+
+    def make(size: int, stride: int) -> CommGroup | None:
+        return comm_group(topo, size, stride) if size > 1 else None
+
+    return Groups(tp=make(par.tp, 1), cp=make(par.cp, par.tp), dp=make(par.dp, par.tp * par.cp),
+                  ep=make(par.ep, par.tp * par.cp), pp=make(2, par.tp * par.cp * par.dp) if par.pp > 1
+                  else None)
+
+
+def activation_bytes(s: Scenario) -> float:
+    """One micro-batch's hidden states on one GPU before TP splitting: ``b * s/cp * h`` elements."""
+    par = s.parallelism
+    return par.micro_batch * s.model.seq_len / par.cp * s.model.hidden * ACT_BYTES[s.precision]
+
+
+def tp_layer_comm_s(s: Scenario, g: Groups) -> tuple[float, float]:
+    """TP communication per layer per micro-batch: (forward, backward) seconds, exposed.
+
+    Two all-reduces each way (after attention and after the MLP); with SP each becomes an
+    all-gather plus a reduce-scatter of the same array. Megatron of SC'21 does not overlap them.
+    Full recompute repeats the forward pair inside the backward pass.
+    """
+    if g.tp is None:
+        return 0.0, 0.0
+    size = activation_bytes(s)
+    if s.parallelism.sequence_parallel:
+        one = (collective_time("all_gather", size, g.tp).time_s
+               + collective_time("reduce_scatter", size, g.tp).time_s)
+    else:
+        one = collective_time("all_reduce", size, g.tp).time_s
+    recompute = 2 * one if s.parallelism.recompute == "full" else 0.0
+    return 2 * one, 2 * one + recompute
+
+
+def cp_layer_comm_s(s: Scenario, g: Groups, attention_fwd_s: float) -> tuple[float, float]:
+    """Context-parallel ring attention per layer per micro-batch: (forward, backward), exposed.
+
+    Each of the ``cp-1`` ring steps passes a K and V chunk (``b*s/cp*kv_heads*head_dim/tp``
+    elements each) to the next rank, overlapped with attention on the current chunk (Liu et al.,
+    Ring Attention, arXiv 2310.01889); backward also passes their gradients (twice the bytes).
+    Only what the attention compute cannot hide is exposed.
+    """
+    if g.cp is None:
+        return 0.0, 0.0
+    par, m = s.parallelism, s.model
+    kv = 2 * par.micro_batch * m.seq_len / par.cp * m.kv_heads * m.head_dim / par.tp
+    step = collective_time("send_recv", kv * ACT_BYTES[s.precision], g.cp).time_s
+    forward = max(0.0, (par.cp - 1) * step - attention_fwd_s)
+    backward = max(0.0, 2 * (par.cp - 1) * step - 2 * attention_fwd_s)
+    return forward, backward
+
+
+def ep_layer_comm_s(s: Scenario, g: Groups) -> tuple[float, float]:
+    """MoE token dispatch and combine per layer per micro-batch: (forward, backward), exposed.
+
+    Two all-to-alls of ``top_k`` copies of each local token's hidden state in forward and two in
+    backward (GShard, Lepikhin et al. arXiv 2006.16668), over the expert-parallel group.
+    """
+    if g.ep is None or s.model.moe is None:
+        return 0.0, 0.0
+    size = activation_bytes(s) / s.parallelism.tp * s.model.moe.top_k
+    one = collective_time("all_to_all", size * g.ep.ranks, g.ep).time_s
+    return 2 * one, 2 * one
+
+
+def pp_message_s(s: Scenario, g: Groups) -> float:
+    """One pipeline send of a micro-batch's activations (or their gradients) between stages."""
+    if g.pp is None:
+        return 0.0
+    return collective_time("send_recv", activation_bytes(s) / s.parallelism.tp, g.pp).time_s
+
+
+def dp_reduce_s(s: Scenario, g: Groups, params_on_gpu: float, grad_bytes: float) -> float:
+    """The step's data-parallel gradient reduction (and ZeRO's weight all-gather), seconds.
+
+    ZeRO 0: all-reduce of the gradients. ZeRO >= 1 (Megatron distributed optimizer): reduce-scatter
+    of the gradients, then all-gather of the updated 16-bit weights (same volume as an all-reduce
+    when grads and weights have the same width; Rajbhandari et al. SC'20 section 7).
+    """
+    if g.dp is None:
+        return 0.0
+    grads = params_on_gpu * grad_bytes
+    if s.parallelism.zero_stage == 0:
+        return collective_time("all_reduce", grads, g.dp).time_s
+    weights = params_on_gpu * ACT_BYTES[s.precision]
+    return (collective_time("reduce_scatter", grads, g.dp).time_s
+            + collective_time("all_gather", weights, g.dp).time_s)
+
+
+def zero3_gather_s(s: Scenario, g: Groups, params_on_gpu: float) -> float:
+    """ZeRO-3 parameter all-gathers: once for forward and once for backward, per micro-batch.
+
+    Rajbhandari et al. SC'20 section 7.2.2: 3x the parameter volume per step instead of 2x, the
+    extra all-gathers repeated for every micro-batch of gradient accumulation.
+    """
+    if g.dp is None or s.parallelism.zero_stage < 3:
+        return 0.0
+    weights = params_on_gpu * ACT_BYTES[s.precision]
+    return 2 * s.parallelism.micro_batches * collective_time("all_gather", weights, g.dp).time_s

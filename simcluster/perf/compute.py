@@ -1,0 +1,445 @@
+"""Compute time on one GPU: a per-operator roofline for transformer layers, logits, embedding, Adam.
+
+Every operator is a GEMM (rate from its shape), a fused flash-attention kernel, or a memory-bound
+elementwise op (bytes over achievable HBM bandwidth), and takes ``max(compute time, memory time)``.
+The iteration engine sums these per pipeline stage; nothing here knows about communication.
+Calibration (peaks, matmul efficiency, ``gemm_half_dim``, memory efficiency) is accelerator data;
+the flash-attention efficiencies are module constants until the spec carries them.
+
+GEMM rate model (docs/catalog.md, "GEMM size model"), with ``g(d) = d / (d + gemm_half_dim)``:
+``rate(M, N, K) = peak * matmul_efficiency * g(M) g(N) g(K) / g(8192)^3``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Final
+
+from simcluster.errors import SpecError
+from simcluster.spec.hardware import AcceleratorSpec
+from simcluster.spec.model import ModelSpec
+from simcluster.spec.scenario import RECOMPUTE
+
+#: Bytes per element of each dtype (tf32 is stored as fp32).
+DTYPE_BYTES: Final[dict[str, int]] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+
+#: The GEMM size at which ``matmul_efficiency`` is anchored (MAMF / mli n = 8192 measurements).
+REFERENCE_GEMM_DIM: Final = 8192
+
+#: Flash-attention forward rate over the best-shape matmul rate of the same dtype. Calibration
+#: constant for now. FlashAttention-2 (Dao, arXiv 2307.08691, abstract and section 4.1) reaches
+#: 50-73 % of A100 peak forward; 0.70 x 0.869 (A100 bf16 MAMF) = 61 % of peak, mid-range.
+#: FlashAttention-3 on H100 reaches ~75 % of peak forward (Shah et al., arXiv 2407.08608), so this
+#: is conservative on Hopper with FA3.
+FLASH_ATTENTION_EFFICIENCY: Final = 0.70
+
+#: Flash-attention backward rate over the best-shape matmul rate, on the real backward work.
+#: Calibration constant. FlashAttention-2 reports 35-63 % of A100 peak backward (counting 2.5x
+#: forward FLOPs); 0.60 x 0.869 = 52 % of peak.
+FLASH_ATTENTION_BACKWARD_EFFICIENCY: Final = 0.60
+
+#: Real backward work of flash attention over its forward FLOPs: 5 matmuls (recompute S = QK^T, then
+#: dV, dP, dQ, dK) against 2 forward (FlashAttention-2, arXiv 2307.08691, Algorithm 2; its
+#: benchmark counts backward as 2.5x forward). MFU accounting uses the 2x convention; time uses
+#: this.
+FLASH_ATTENTION_BACKWARD_WORK: Final = 2.5
+
+#: Share of the score matrix a causal flash kernel computes (tiles above the diagonal are skipped;
+#: FlashAttention-2 benchmarks halve causal FLOPs). Unfused attention computes the full matrix.
+CAUSAL_WORK_FRACTION: Final = 0.5
+
+#: Adam bytes per updated parameter: fp32 master weight, m and v each read and written
+#: (3 x 2 x 4 = 24), fp32 gradient read (4), 16-bit weight written (2) = 30 (Megatron distributed
+#: optimizer layout).
+ADAM_BYTES_PER_PARAM: Final = 30
+
+#: Backward of an elementwise op reads the output gradient and the saved input and writes the input
+#: gradient: about twice the forward bytes.
+ELEMENTWISE_BACKWARD_BYTES_FACTOR: Final = 2.0
+
+_MASK_BYTES: Final = 1  # a dropout mask is stored as one byte per element (torch bool)
+
+
+@dataclass(frozen=True, slots=True)
+class OperatorTime:
+    """One operator of a forward pass on one GPU.
+
+    Attributes
+    ----------
+    name : str
+        Operator (``qkv``, ``attention``, ``softmax``, ``mlp_up``, ``norm1`` ...).
+    kind : str
+        ``gemm``, ``attention`` (fused flash kernel) or ``memory`` (elementwise, bandwidth-bound).
+    flops : float
+        Forward FLOPs (standard convention: full score matrix, 2 FLOPs per multiply-add).
+    bytes : float
+        Forward HBM bytes read plus written.
+    time_s : float
+        Forward time, ``max(compute, memory)``.
+    backward_s : float
+        Backward time (input gradient plus weight gradient).
+    wgrad_s : float
+        The weight-gradient part of ``backward_s`` (zero for attention and elementwise ops).
+    """
+
+    name: str
+    kind: str
+    flops: float
+    bytes: float
+    time_s: float
+    backward_s: float
+    wgrad_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class LayerTimes:
+    """Forward, backward and recompute time of one block for one micro-batch on one GPU.
+
+    Attributes
+    ----------
+    forward_s, backward_s : float
+        Forward and full backward (dgrad + wgrad) time.
+    wgrad_s : float
+        Weight-gradient part of ``backward_s`` (the W of ZB-H1).
+    recompute_s : float
+        Extra forward work before backward under the recompute policy.
+    operators : tuple[OperatorTime, ...]
+        Per-operator breakdown of the forward pass.
+    """
+
+    forward_s: float
+    backward_s: float
+    wgrad_s: float
+    recompute_s: float
+    operators: tuple[OperatorTime, ...]
+
+
+def _bytes_per_element(dtype: str) -> int:
+    if dtype not in DTYPE_BYTES:
+        raise SpecError("precision", f"unknown dtype {dtype!r}; expected {list(DTYPE_BYTES)}")
+    return DTYPE_BYTES[dtype]
+
+
+def matmul_efficiency(acc: AcceleratorSpec, dtype: str) -> float:
+    """Best-shape matmul rate over peak for ``dtype``.
+
+    Falls back to the bf16 then the fp16 value (the same tensor cores) when ``dtype`` has none, and
+    to 1.0 when neither is given.
+    """
+    for key in (dtype, "bf16", "fp16"):
+        if key in acc.matmul_efficiency:
+            return acc.matmul_efficiency[key]
+    return 1.0
+
+
+def size_factor(dim: float, half_dim: float) -> float:
+    """Per-dimension GEMM efficiency factor ``g(d) = d / (d + half_dim)`` (docs/catalog.md)."""
+    return dim / (dim + half_dim)
+
+
+def achievable_matmul_flops_per_s(acc: AcceleratorSpec, dtype: str, m: float, n: float,
+                                  k: float) -> float:
+    """Achievable FLOP/s of an ``[m, k] x [k, n]`` GEMM.
+
+    ``peak * eff * g(m) g(n) g(k) / g(8192)^3`` (docs/catalog.md; eff from MAMF or mli n = 8192).
+
+    Parameters
+    ----------
+    acc : AcceleratorSpec
+        The accelerator (``SpecError`` when it has no peak for ``dtype``).
+    dtype : str
+        Operand dtype.
+    m, n, k : float
+        Output rows, output columns and reduction length (elements, > 0).
+
+    Returns
+    -------
+    float
+        FLOP/s; equals ``peak * eff`` at 8192^3 and can exceed it for larger shapes.
+    """
+    if min(m, n, k) <= 0:
+        raise SpecError("gemm", f"dimensions must be > 0, got m={m}, n={n}, k={k}")
+    half = acc.gemm_half_dim
+    shape = size_factor(m, half) * size_factor(n, half) * size_factor(k, half)
+    reference = size_factor(REFERENCE_GEMM_DIM, half) ** 3
+    return acc.peak(dtype) * matmul_efficiency(acc, dtype) * shape / reference
+
+
+def gemm_time_s(acc: AcceleratorSpec, dtype: str, m: float, n: float, k: float) -> float:
+    """Compute time of one GEMM, ``2mnk / achievable_matmul_flops_per_s`` (seconds)."""
+    return 2.0 * m * n * k / achievable_matmul_flops_per_s(acc, dtype, m, n, k)
+
+
+def memory_bound_time_s(acc: AcceleratorSpec, nbytes: float) -> float:
+    """Time to stream ``nbytes`` through HBM: ``nbytes / (bandwidth * memory_efficiency)`` (s)."""
+    return nbytes / (acc.memory_bandwidth_Bps * acc.memory_efficiency)
+
+
+def gemm_operator(acc: AcceleratorSpec, dtype: str, name: str, shape: tuple[float, float, float],
+                  batch: float = 1.0, weight: bool = True) -> OperatorTime:
+    """A (batched) GEMM with its backward, each pass ``max(compute, memory)``.
+
+    Forward ``C[m,n] = A[m,k] B[k,n]``; backward dgrad ``dA = dC B^T`` (shape m, k, n) and wgrad
+    ``dB = A^T dC`` (shape k, n, m), the same FLOPs each. Bytes per pass are the three matrices. For
+    the rate, a batch of GEMMs counts as one GEMM with ``sqrt(batch)`` times larger ``m`` and ``n``:
+    the same number of output tiles to spread over the SMs; ``k`` (the per-tile loop) is unchanged.
+    ``weight=False`` (attention score/AV GEMMs) files both backward GEMMs as input gradients.
+    """
+    m, n, k = shape
+    size = _bytes_per_element(dtype)
+    nbytes = batch * (m * k + k * n + m * n) * size  # A, B read; C written
+
+    spread = math.sqrt(batch)  # output tiles scale with batch*m*n: spread the batch over m and n
+
+    def timed(mm: float, nn: float, kk: float) -> float:
+        rate = achievable_matmul_flops_per_s(acc, dtype, spread * mm, spread * nn, kk)
+        return max(2.0 * batch * mm * nn * kk / rate, memory_bound_time_s(acc, nbytes))
+
+    dgrad, wgrad = timed(m, k, n), timed(k, n, m)
+    return OperatorTime(name, "gemm", 2.0 * batch * m * n * k, nbytes, timed(m, n, k),
+                        dgrad + wgrad, wgrad if weight else 0.0)
+
+
+def memory_operator(acc: AcceleratorSpec, name: str, nbytes: float) -> OperatorTime:
+    """An elementwise op moving ``nbytes`` forward and ~2x that backward, no weight gradient."""
+    forward = memory_bound_time_s(acc, nbytes)
+    return OperatorTime(name, "memory", 0.0, nbytes, forward,
+                        ELEMENTWISE_BACKWARD_BYTES_FACTOR * forward, 0.0)
+
+
+def flash_attention_operator(acc: AcceleratorSpec, dtype: str, flops: float, nbytes: float,
+                             causal: bool) -> OperatorTime:
+    """One fused flash-attention kernel (FlashAttention-2, arXiv 2307.08691).
+
+    ``flops`` is the standard count (full score matrix); the kernel's real work is
+    ``CAUSAL_WORK_FRACTION`` of it when causal. Forward runs at ``FLASH_ATTENTION_EFFICIENCY`` and
+    backward (``FLASH_ATTENTION_BACKWARD_WORK`` x the forward work) at
+    ``FLASH_ATTENTION_BACKWARD_EFFICIENCY`` of the best-shape matmul rate.
+    """
+    best = acc.peak(dtype) * matmul_efficiency(acc, dtype)
+    work = flops * (CAUSAL_WORK_FRACTION if causal else 1.0)
+    memory = memory_bound_time_s(acc, nbytes)
+    forward = max(work / (FLASH_ATTENTION_EFFICIENCY * best), memory)
+    backward_work = FLASH_ATTENTION_BACKWARD_WORK * work
+    backward = max(backward_work / (FLASH_ATTENTION_BACKWARD_EFFICIENCY * best), 2.0 * memory)
+    return OperatorTime("attention", "attention", flops, nbytes, forward, backward, 0.0)
+
+
+def _check_split(name: str, value: int, tp: int) -> None:
+    if value % tp:
+        raise SpecError("tp", f"{tp} does not divide {name}={value}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """Per-GPU sizes of one block: tokens, sequence split, heads and widths after TP/CP/EP."""
+
+    batch: int
+    seq: int
+    tokens: float  # b*s/cp: tokens whose GEMMs this GPU runs
+    norm_tokens: float  # tokens the norms, dropouts and residuals touch (/tp with SP)
+    heads: float  # query heads on this GPU
+    kv_width: float  # kv_heads*head_dim on this GPU (K or V)
+    size: int  # bytes per element
+
+
+def _shape(model: ModelSpec, dtype: str, b: int, s: int, tp: int, cp: int, sp: bool) -> _Shape:
+    if min(b, s, tp, cp) < 1:
+        raise SpecError("parallelism", f"micro_batch, seq_len, tp, cp must be >= 1, got {b}, {s}, "
+                        f"{tp}, {cp}")
+    _check_split("heads", model.heads, tp)
+    tokens = b * s / cp
+    kv_width = max(model.kv_heads / tp, 1.0) * model.head_dim  # KV heads replicate when tp > kv
+    return _Shape(b, s, tokens, tokens / tp if sp else tokens, model.heads / tp, kv_width,
+                  _bytes_per_element(dtype))
+
+
+def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
+                    flash: bool, causal: bool) -> list[OperatorTime]:
+    """Scores, softmax and AV for ``s/cp`` local queries against all ``s`` keys (ring CP)."""
+    hd, q = model.head_dim, sh.tokens / sh.batch
+    flops = 4.0 * sh.batch * sh.heads * q * sh.seq * hd  # QK^T and AV, 2 FLOPs per MAC each
+    if flash:
+        # Q read, O written (tokens x heads x hd); K and V for the whole sequence read
+        nbytes = (2 * sh.tokens * sh.heads * hd + 2 * sh.batch * sh.seq * sh.kv_width) * sh.size
+        return [flash_attention_operator(acc, dtype, flops, nbytes, causal)]
+    heads_batch = sh.batch * sh.heads
+    scores = heads_batch * q * sh.seq  # elements of the score matrix on this GPU
+    result = [gemm_operator(acc, dtype, "scores", (q, sh.seq, hd), heads_batch, weight=False),
+              memory_operator(acc, "softmax", 2 * scores * sh.size)]  # read + write, mask fused
+    if model.bias:  # GPT/BERT-style attention dropout: read, write, mask
+        result.append(memory_operator(acc, "attn_dropout", scores * (2 * sh.size + _MASK_BYTES)))
+    result.append(gemm_operator(acc, dtype, "attn_v", (q, hd, sh.seq), heads_batch, weight=False))
+    return result
+
+
+def _linear(acc: AcceleratorSpec, dtype: str, name: str, shape: tuple[float, float, float],
+            batch: float = 1.0) -> list[OperatorTime]:
+    """A weight GEMM; its bias add, if any, is fused into the GEMM epilogue.
+
+    torch ``addmm`` (``nn.Linear``) and Megatron's bias-GeLU and bias-dropout-add fusions never
+    write the pre-bias output, so a bias costs one read of an ``n``-vector: nothing at this scale.
+    """
+    return [gemm_operator(acc, dtype, name, shape, batch)]
+
+
+def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
+                    sh: _Shape) -> list[OperatorTime]:
+    """Dropout (biased GPT-style models) and residual add after a sub-block, on ``norm_tokens``."""
+    act = sh.norm_tokens * model.hidden
+    result = []
+    if model.bias:
+        result.append(memory_operator(acc, f"dropout{tag}", act * (2 * sh.size + _MASK_BYTES)))
+    result.append(memory_operator(acc, f"residual{tag}", 3 * act * sh.size))  # 2 reads, 1 write
+    return result
+
+
+def _mlp(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
+         tp: int, ep: int) -> list[OperatorTime]:
+    """Dense FFN (gelu: up, down; swiglu: gate, up, down) or MoE experts plus router."""
+    _check_split("ffn_hidden", model.ffn_hidden, tp)
+    h, f = model.hidden, model.ffn_hidden / tp
+    rows, experts, result = sh.tokens, 1.0, []
+    if model.moe is not None:
+        if model.moe.experts % ep:
+            raise SpecError("ep", f"{ep} does not divide experts={model.moe.experts}")
+        result += [gemm_operator(acc, dtype, "router", (sh.tokens, model.moe.experts, h))]
+        experts = model.moe.experts / ep  # local experts
+        rows = sh.tokens * model.moe.top_k * ep / model.moe.experts  # balanced routing
+    names = ("mlp_gate", "mlp_up") if model.ffn_act == "swiglu" else ("mlp_up",)
+    for name in names:
+        result += _linear(acc, dtype, name, (rows, f, h), experts)
+    inner = experts * rows * f
+    act_bytes = (3 if model.ffn_act == "swiglu" else 2) * inner * sh.size  # swiglu reads 2 inputs
+    result.append(memory_operator(acc, "activation", act_bytes))
+    result += _linear(acc, dtype, "mlp_down", (rows, h, f), experts)
+    return result
+
+
+def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape, tp: int,
+                     ep: int, flash: bool, causal: bool) -> list[OperatorTime]:
+    h, hd = model.hidden, model.head_dim
+    norm = memory_operator(acc, "norm1", 2 * sh.norm_tokens * h * sh.size)  # read, write
+    qkv_out = sh.heads * hd + 2 * sh.kv_width
+    result = [norm, *_linear(acc, dtype, "qkv", (sh.tokens, qkv_out, h))]
+    result += _attention_core(model, acc, dtype, sh, flash, causal)
+    result += _linear(acc, dtype, "proj", (sh.tokens, h, sh.heads * hd))
+    result += _residual_block(model, acc, "1", sh)
+    result.append(memory_operator(acc, "norm2", norm.bytes))
+    result += _mlp(model, acc, dtype, sh, tp, ep)
+    return result + _residual_block(model, acc, "2", sh)
+
+
+def _times(operators: list[OperatorTime], recompute_s: float) -> LayerTimes:
+    return LayerTimes(forward_s=sum(o.time_s for o in operators),
+                      backward_s=sum(o.backward_s for o in operators),
+                      wgrad_s=sum(o.wgrad_s for o in operators), recompute_s=recompute_s,
+                      operators=tuple(operators))
+
+
+def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch: int,
+                seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = False,
+                recompute: str = "none", flash_attention: bool = True, *, ep: int = 1,
+                causal: bool = True) -> LayerTimes:
+    """Forward, backward and recompute time of one transformer block on one GPU.
+
+    Operators follow Megatron-LM's block (Shoeybi et al. arXiv 1909.08053; Korthikanti et al.
+    arXiv 2205.05198 for SP and selective recompute): norm, QKV, attention core, projection,
+    dropout + residual, norm, MLP, dropout + residual. GEMMs see ``b*s/cp`` tokens and ``1/tp`` of
+    the heads / FFN width; with sequence parallelism the norms, dropouts and residuals see ``1/tp``
+    of the tokens. Each GEMM's backward is two GEMMs of the same FLOPs.
+
+    Parameters
+    ----------
+    model, acc : ModelSpec, AcceleratorSpec
+        The block and the GPU.
+    dtype : str
+        Compute dtype of GEMMs and activations.
+    micro_batch, seq_len : int
+        Sequences per micro-batch and tokens per sequence.
+    tp, cp : int
+        Tensor- and context-parallel sizes (``tp`` must divide heads and ffn_hidden).
+    sequence_parallel : bool
+        Megatron sequence parallelism.
+    recompute : str
+        ``none`` (0), ``selective`` (attention-core forward again) or ``full`` (whole forward).
+    flash_attention : bool
+        One fused kernel (True) or scores GEMM + softmax (+ dropout) + AV GEMM (False).
+    ep : int
+        Expert-parallel size (MoE only): ``experts/ep`` local experts, balanced routing.
+    causal : bool
+        Causal mask: a flash kernel skips the masked half (unfused attention does not).
+
+    Returns
+    -------
+    LayerTimes
+        Seconds; per-operator breakdown of the forward.
+    """
+    if recompute not in RECOMPUTE:
+        raise SpecError("recompute", f"{recompute!r} is not one of {list(RECOMPUTE)}")
+    sh = _shape(model, dtype, micro_batch, seq_len, tp, cp, sequence_parallel)
+    operators = _layer_operators(model, acc, dtype, sh, tp, ep, flash_attention, causal)
+    core = ("attention", "scores", "softmax", "attn_dropout", "attn_v")
+    recompute_s = {"none": 0.0,
+                   "selective": sum(o.time_s for o in operators if o.name in core),
+                   "full": sum(o.time_s for o in operators)}[recompute]
+    return _times(operators, recompute_s)
+
+
+def logits_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch: int,
+                 seq_len: int, tp: int, cp: int = 1) -> LayerTimes:
+    """Final norm, output GEMM ``[b*s/cp, h] x [h, V/tp]`` and cross-entropy on the last stage.
+
+    Cross-entropy (Megatron's vocab-parallel loss) is memory-bound over ``b*s/cp * V/tp`` fp32
+    elements: read the logits and write the softmax kept for backward, 4 B each.
+    """
+    tokens = micro_batch * seq_len / cp
+    size = _bytes_per_element(dtype)
+    norm = memory_operator(acc, "final_norm", 2 * tokens * model.hidden * size)
+    gemm = gemm_operator(acc, dtype, "logits", (tokens, model.vocab / tp, model.hidden))
+    loss = memory_operator(acc, "cross_entropy", 2 * tokens * model.vocab / tp * 4)
+    return _times([norm, gemm, loss], 0.0)
+
+
+def embedding_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch: int,
+                    seq_len: int, tp: int = 1, cp: int = 1) -> LayerTimes:
+    """Token-embedding gather (memory-bound) on the first stage, plus learned positions and dropout.
+
+    The gather reads ``b*s/cp`` rows of ``h`` and writes them (each TP rank gathers its vocabulary
+    shard for every token and masks the rest, so ``tp`` does not shrink the bytes); its backward is
+    a scatter-add into the embedding gradient (~2x bytes).
+    """
+    elements = micro_batch * seq_len / cp * model.hidden
+    act = elements * _bytes_per_element(dtype)
+    operators = [memory_operator(acc, "embedding", 2 * act)]  # rows read, activations written
+    if model.position == "learned":
+        operators.append(memory_operator(acc, "position_add", 3 * act))  # 2 reads, 1 write
+    if model.bias:  # GPT-style embedding dropout: read, write, mask
+        dropout_bytes = 2 * act + elements * _MASK_BYTES
+        operators.append(memory_operator(acc, "embedding_dropout", dropout_bytes))
+    return _times(operators, 0.0)
+
+
+def optimizer_step_time_s(acc: AcceleratorSpec, params_on_gpu: float, dp_shards: int = 1) -> float:
+    """Adam step time: memory-bound, ``ADAM_BYTES_PER_PARAM`` (30 B) per parameter this GPU updates.
+
+    Parameters
+    ----------
+    acc : AcceleratorSpec
+        The GPU.
+    params_on_gpu : float
+        Parameters held by this GPU after TP and PP.
+    dp_shards : int
+        Data-parallel ranks the optimizer state is sharded over (ZeRO >= 1: the DP size; ZeRO-0: 1).
+
+    Returns
+    -------
+    float
+        Seconds for ``params_on_gpu / dp_shards`` parameters at 30 B each.
+    """
+    if dp_shards < 1 or params_on_gpu < 0:
+        raise SpecError("zero", f"need dp_shards >= 1 and params >= 0, got {dp_shards}, "
+                        f"{params_on_gpu}")
+    updated = math.ceil(params_on_gpu / dp_shards)
+    return memory_bound_time_s(acc, updated * ADAM_BYTES_PER_PARAM)

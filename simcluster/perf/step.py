@@ -1,0 +1,196 @@
+"""Closed-form time of one training step and where it goes.
+
+The fast path of ``simcluster run --fast`` and the oracle of the discrete-event engine. Composition:
+
+1. Per pipeline stage, per micro-batch: forward and backward (with recompute) compute of the
+   stage's layers (:mod:`.compute`), the first stage's embedding and the last stage's logits and
+   loss, plus the exposed TP, CP and EP communication of those layers (:mod:`.comm_plan`).
+2. Pipeline: ``m`` micro-batches on the slowest stage, plus the schedule's fill and drain computed
+   with the average stage (:mod:`.pipeline`), plus pipeline sends on the critical path.
+3. Data-parallel reduction after the stage's last backward: the part the drain does not hide
+   (stage ``i`` finishes its backward about ``i`` micro-batch backward times before stage 0), less
+   what overlaps the last backward when ``parallelism.overlap_grad_reduce`` is on.
+4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
+
+Left out, stated: data loading, logging, kernel launch gaps, host-side jitter (category
+``other`` is 0), and contention between concurrent collectives (the flow-level tier models it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from simcluster.perf import comm_plan
+from simcluster.perf.compute import (
+    LayerTimes,
+    embedding_times,
+    layer_times,
+    logits_times,
+    optimizer_step_time_s,
+)
+from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
+from simcluster.perf.memory import DEFAULT_GRAD_BYTES, stage_chunks, stage_params
+from simcluster.perf.pipeline import bubble_time_s
+from simcluster.spec.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TimeBreakdown:
+    """Exposed seconds per category on the critical path (DESIGN.md 3.3); sums to the step."""
+
+    compute: float = 0.0
+    tp_comm: float = 0.0
+    cp_comm: float = 0.0
+    ep_comm: float = 0.0
+    pp_comm: float = 0.0
+    dp_comm: float = 0.0
+    bubble: float = 0.0
+    optimizer: float = 0.0
+    other: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        """The sum of every category."""
+        return sum(getattr(self, f.name) for f in fields(self))
+
+    def as_dict(self) -> dict[str, float]:
+        """Category -> seconds."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageTimes:
+    """One micro-batch on one pipeline stage, seconds, split into compute and exposed comm."""
+
+    forward_compute_s: float
+    backward_compute_s: float
+    wgrad_s: float
+    tp_s: float
+    cp_s: float
+    ep_s: float
+
+    @property
+    def total_s(self) -> float:
+        """Forward + backward of one micro-batch, communication included."""
+        return self.forward_compute_s + self.backward_compute_s + self.tp_s + self.cp_s + self.ep_s
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepEstimate:
+    """The analytical step: time, breakdown, FLOPs and the DP overlap stated explicitly."""
+
+    iteration_time_s: float
+    breakdown: TimeBreakdown
+    stages: tuple[StageTimes, ...]
+    model_flops: float
+    hardware_flops: float
+    dp_total_s: float
+    dp_hidden_s: float
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Pipeline idle share of the step."""
+        return self.breakdown.bubble / self.iteration_time_s if self.iteration_time_s else 0.0
+
+
+def _layer(s: Scenario) -> LayerTimes:
+    par = s.parallelism
+    return layer_times(s.model, s.cluster.topology.accelerator, s.precision, par.micro_batch,
+                       s.model.seq_len, par.tp, par.cp, par.sequence_parallel, par.recompute,
+                       ep=par.ep)
+
+
+def _attention_fwd_s(layer: LayerTimes) -> float:
+    return sum(o.time_s for o in layer.operators if o.kind == "attention")
+
+
+def stage_times(s: Scenario, groups: comm_plan.Groups) -> tuple[StageTimes, ...]:
+    """Per-micro-batch times of every pipeline stage (its chunks summed)."""
+    par, acc = s.parallelism, s.cluster.topology.accelerator
+    layer = _layer(s)
+    tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups)
+    cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, _attention_fwd_s(layer))
+    ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
+    args = (s.model, acc, s.precision, par.micro_batch, s.model.seq_len)
+    first = embedding_times(*args, par.tp, par.cp)
+    last = logits_times(*args, par.tp, par.cp)
+    out = []
+    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
+        n = sum(chunks)
+        extras = ([first] if i == 0 else []) + ([last] if i == par.pp - 1 else [])
+        out.append(StageTimes(
+            forward_compute_s=n * layer.forward_s + sum(e.forward_s for e in extras),
+            backward_compute_s=n * (layer.backward_s + layer.recompute_s)
+            + sum(e.backward_s for e in extras),
+            wgrad_s=n * layer.wgrad_s + sum(e.wgrad_s for e in extras),
+            tp_s=n * (tp_f + tp_b), cp_s=n * (cp_f + cp_b), ep_s=n * (ep_f + ep_b)))
+    return tuple(out)
+
+
+def _fill_drain_s(s: Scenario, stages: tuple[StageTimes, ...]) -> float:
+    """Fill and drain of the schedule, with the average stage standing for every stage."""
+    par = s.parallelism
+    count = len(stages)
+    fwd = sum(st.forward_compute_s + (st.tp_s + st.cp_s + st.ep_s) / 3 for st in stages) / count
+    bwd = sum(st.total_s for st in stages) / count - fwd
+    wgrad = sum(st.wgrad_s for st in stages) / count
+    return bubble_time_s(par.schedule, par.pp, par.micro_batches, fwd, bwd, par.virtual_stages,
+                         wgrad if par.schedule == "zb-h1" else 0.0)
+
+
+def _pp_comm_s(s: Scenario, groups: comm_plan.Groups) -> float:
+    """Pipeline sends on the critical path: one each way per micro-batch chunk, plus fill/drain."""
+    par = s.parallelism
+    if par.pp == 1:
+        return 0.0
+    message = comm_plan.pp_message_s(s, groups)
+    return 2 * message * (par.micro_batches * par.virtual_stages + par.pp - 1)
+
+
+def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups,
+                  stages: tuple[StageTimes, ...]) -> tuple[float, float, float]:
+    """(exposed, total on the critical stage, hidden) data-parallel seconds."""
+    par = s.parallelism
+    per_stage = []
+    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
+        params = stage_params(s.model, par, i, sum(chunks))
+        total = comm_plan.dp_reduce_s(s, groups, params.dense + params.expert, DEFAULT_GRAD_BYTES)
+        slack = i * stages[i].backward_compute_s  # stage i ends its backward earlier by the drain
+        overlap = stages[i].backward_compute_s if par.overlap_grad_reduce else 0.0
+        hidden = min(total, slack + overlap)
+        per_stage.append((total - hidden, total, hidden))
+    return max(per_stage, key=lambda item: item[0])
+
+
+def _optimizer_s(s: Scenario) -> float:
+    par = s.parallelism
+    worst = 0.0
+    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
+        params = stage_params(s.model, par, i, sum(chunks))
+        shards = par.dp * par.cp if par.zero_stage >= 1 else 1
+        worst = max(worst, optimizer_step_time_s(s.cluster.topology.accelerator,
+                                                 params.dense + params.expert, shards))
+    return worst
+
+
+def estimate_step(s: Scenario) -> StepEstimate:
+    """The analytical iteration time of ``s`` with its breakdown (sums exactly to the step)."""
+    par = s.parallelism
+    groups = comm_plan.groups(s)
+    stages = stage_times(s, groups)
+    crit = max(stages, key=lambda st: st.total_s)
+    m = par.micro_batches
+    dp_exposed, dp_total, dp_hidden = _dp_exposed_s(s, groups, stages)
+    # ZeRO-3 is only allowed with pp = 1 (spec/checks.py), so stage 0 holds every parameter.
+    zero3 = comm_plan.zero3_gather_s(s, groups, stage_params(s.model, par, 0, s.model.layers).dense)
+    breakdown = TimeBreakdown(
+        compute=m * (crit.forward_compute_s + crit.backward_compute_s),
+        tp_comm=m * crit.tp_s, cp_comm=m * crit.cp_s, ep_comm=m * crit.ep_s,
+        pp_comm=_pp_comm_s(s, groups), dp_comm=dp_exposed + zero3,
+        bubble=_fill_drain_s(s, stages) if par.pp > 1 else 0.0,
+        optimizer=_optimizer_s(s))
+    return StepEstimate(
+        iteration_time_s=breakdown.total_s, breakdown=breakdown, stages=stages,
+        model_flops=model_flops_per_iteration(s.model, par.global_batch),
+        hardware_flops=hardware_flops_per_iteration(s.model, par.global_batch, par.recompute),
+        dp_total_s=dp_total, dp_hidden_s=dp_hidden)

@@ -1,0 +1,39 @@
+"""Human-readable summary of a run for ``simcluster run`` (``--json`` prints the dict instead)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simcluster.report.table import format_table
+
+
+def run_text(d: dict[str, Any]) -> str:
+    """The headline numbers, the time breakdown and the memory of the most loaded stage."""
+    t = d["iteration_time_s"]
+    head = [
+        f"scenario        {d['scenario']} ({d['engine']}, {d['gpus']} GPUs)",
+        f"iteration       {t:.4g} s   {d['tokens_per_s']:,.0f} tokens/s",
+        f"model FLOPs     {d['model_tflops_per_gpu']:.1f} TFLOP/s per GPU   MFU {d['mfu']:.1%}",
+        f"hardware FLOPs  {d['hardware_tflops_per_gpu']:.1f} TFLOP/s per GPU   HFU {d['hfu']:.1%}",
+        _memory_line(d),
+        f"bubble          {d['bubble_fraction']:.1%} of the step",
+        f"DP reduction    {d['dp_comm_total_s']:.4g} s, of which {d['dp_comm_hidden_s']:.4g} s hidden",
+    ]
+    if d["time_to_train_days"] is not None:
+        cost = "" if d["cost_usd"] is None else f"   ${d['cost_usd']:,.0f}"
+        head.append(f"time to train   {d['time_to_train_days']:.2f} days   "
+                    f"{d['gpu_hours']:,.0f} GPU-hours{cost}")
+    rows = [[k, v, v / t if t else 0.0] for k, v in d["time_breakdown_s"].items()]
+    rows.append(["total", sum(d["time_breakdown_s"].values()), 1.0])
+    table = format_table(["time breakdown", "seconds", "share"],
+                         [[k, f"{v:.4g}", f"{share:.1%}"] for k, v, share in rows])
+    return "\n".join([*head, "", table])
+
+
+def _memory_line(d: dict[str, Any]) -> str:
+    mem = d["memory_gib"]
+    verdict = "fits" if d["fits_in_memory"] else "DOES NOT FIT"
+    parts = ", ".join(f"{k} {mem[k]:.1f}" for k in
+                      ("weights", "grads", "optimizer", "activations", "overhead"))
+    return (f"memory          {d['peak_memory_gib']:.1f} of {d['memory_capacity_gib']:.0f} GiB "
+            f"per GPU: {verdict} (stage {mem['stage']}: {parts}; {mem['dominant']} dominate)")

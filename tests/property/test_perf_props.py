@@ -1,0 +1,139 @@
+"""Metamorphic and conservation properties of the FLOP and memory formulas (hypothesis).
+
+Memory per GPU never increases when a layout shards more (tp, pp, zero_stage up, data-parallel
+degree held fixed so micro-batches per pipeline stay the same) or recomputes more
+(none -> selective -> full); totals are the sum of their parts; the peak is the max over stages.
+pp is varied under GPipe: with 1F1B the first stage holds p micro-batches of embedding
+activations (Megatron's ``8*s*b*p + s*b*h*p``), which grows with p, so the property is not a law
+there. The recompute ordering holds with flash attention (the default); without it one recomputed
+layer's working set can exceed a selective layer's stored activations.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from simcluster.errors import SpecError
+from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
+from simcluster.perf.memory import MemoryEstimate, estimate_memory
+from simcluster.spec.loader import load_scenario
+from simcluster.spec.scenario import Scenario
+
+MODELS = ["gpt3-1.7b", "gpt3-7.5b", "gpt3-18b", "llama-2-7b", "llama-3-8b", "mixtral-8x7b"]
+DP = 8
+GLOBAL_BATCH = 64
+PROPS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def build(model: str, **par: object) -> Scenario | None:
+    """A scenario on DGX A100 80GB with ``dp = 8``; None when the layout is invalid."""
+    tp, pp = int(str(par.get("tp", 1))), int(str(par.get("pp", 1)))
+    gpus = tp * pp * DP
+    parallelism = {"global_batch": GLOBAL_BATCH, "dp": DP, **par}
+    try:
+        return load_scenario({"model": model,
+                              "cluster": {"topology": "dgx-a100-80gb", "nodes": gpus // 8},
+                              "parallelism": parallelism})
+    except SpecError:
+        return None
+
+
+def peak(s: Scenario | None) -> float:
+    assume(s is not None)
+    assert s is not None
+    return estimate_memory(s).peak_bytes
+
+
+layouts = st.fixed_dictionaries({
+    "micro_batch": st.sampled_from([1, 2]),
+    "sequence_parallel": st.booleans(),
+    "recompute": st.sampled_from(["none", "selective", "full"]),
+})
+
+
+@PROPS
+@given(model=st.sampled_from(MODELS), tp=st.sampled_from([1, 2, 4]),
+       pp=st.sampled_from([1, 2, 4]), zero=st.sampled_from([0, 1]),
+       schedule=st.sampled_from(["gpipe", "1f1b", "zb-h1"]), extra=layouts)
+def test_memory_never_increases_with_tp(model: str, tp: int, pp: int, zero: int, schedule: str,
+                                        extra: dict[str, object]) -> None:
+    common = {"pp": pp, "zero_stage": zero, "schedule": schedule, **extra}
+    assert peak(build(model, tp=2 * tp, **common)) <= peak(build(model, tp=tp, **common))
+
+
+@PROPS
+@given(model=st.sampled_from(MODELS), tp=st.sampled_from([1, 2, 8]),
+       pp=st.sampled_from([1, 2, 4]), zero=st.sampled_from([0, 1]), extra=layouts)
+def test_memory_never_increases_with_pp_under_gpipe(model: str, tp: int, pp: int, zero: int,
+                                                    extra: dict[str, object]) -> None:
+    common = {"tp": tp, "zero_stage": zero, "schedule": "gpipe", **extra}
+    assert peak(build(model, pp=2 * pp, **common)) <= peak(build(model, pp=pp, **common))
+
+
+@PROPS
+@given(model=st.sampled_from(MODELS), tp=st.sampled_from([1, 2, 8]), extra=layouts)
+def test_memory_never_increases_with_zero_stage(model: str, tp: int,
+                                                extra: dict[str, object]) -> None:
+    peaks = [peak(build(model, tp=tp, zero_stage=z, **extra)) for z in range(4)]
+    assert peaks == sorted(peaks, reverse=True)
+
+
+@PROPS
+@given(model=st.sampled_from(MODELS), tp=st.sampled_from([1, 2, 8]),
+       pp=st.sampled_from([1, 2, 4]),
+       schedule=st.sampled_from(["gpipe", "1f1b", "zb-h1", "interleaved"]),
+       micro_batch=st.sampled_from([1, 2]), sp=st.booleans())
+def test_memory_never_increases_with_more_recompute(model: str, tp: int, pp: int, schedule: str,
+                                                    micro_batch: int, sp: bool) -> None:
+    common: dict[str, object] = {"tp": tp, "pp": pp, "schedule": schedule,
+                                 "micro_batch": micro_batch, "sequence_parallel": sp}
+    if schedule == "interleaved":
+        common["virtual_stages"] = 2
+    peaks = [peak(build(model, recompute=r, **common)) for r in ("none", "selective", "full")]
+    assert peaks == sorted(peaks, reverse=True)
+
+
+def check_conservation(est: MemoryEstimate) -> None:
+    for stage in est.stages:
+        parts = (stage.weights_bytes, stage.grads_bytes, stage.optimizer_bytes,
+                 stage.activations_bytes, stage.overhead_bytes)
+        assert stage.total_bytes == sum(parts)
+        assert min(parts) >= 0
+        named = {"weights": parts[0], "grads": parts[1], "optimizer": parts[2],
+                 "activations": parts[3], "overhead": parts[4]}
+        assert named[stage.dominant] == max(parts)
+    assert est.peak_bytes == max(s.total_bytes for s in est.stages)
+    assert est.stages[est.peak_stage].total_bytes == est.peak_bytes
+    assert est.fits_in_memory == (est.peak_bytes <= est.capacity_bytes)
+
+
+@PROPS
+@given(model=st.sampled_from(MODELS), tp=st.sampled_from([1, 2, 4, 8]),
+       pp=st.sampled_from([1, 2, 4, 8]), zero=st.sampled_from([0, 1]),
+       schedule=st.sampled_from(["gpipe", "1f1b", "zb-h1", "interleaved"]), extra=layouts,
+       flash=st.booleans())
+def test_totals_are_sums_and_peak_is_max(model: str, tp: int, pp: int, zero: int, schedule: str,
+                                         extra: dict[str, object], flash: bool) -> None:
+    par: dict[str, object] = {"tp": tp, "pp": pp, "zero_stage": zero, "schedule": schedule,
+                              **extra}
+    if schedule == "interleaved":
+        par["virtual_stages"] = 2
+    s = build(model, **par)
+    assume(s is not None)
+    assert s is not None
+    est = estimate_memory(s, flash_attention=flash)
+    assert len(est.stages) == pp
+    check_conservation(est)
+
+
+@settings(max_examples=40, deadline=None)
+@given(model=st.sampled_from(MODELS), batch=st.integers(1, 4096))
+def test_flops_linear_in_batch_and_ordered_by_recompute(model: str, batch: int) -> None:
+    s = build(model)
+    assert s is not None
+    m = s.model
+    assert model_flops_per_iteration(m, 2 * batch) == 2 * model_flops_per_iteration(m, batch)
+    hw = [hardware_flops_per_iteration(m, batch, r) for r in ("none", "selective", "full")]
+    assert model_flops_per_iteration(m, batch) == hw[0] < hw[1] < hw[2]
+    assert hw[2] < 4 / 3 * hw[0] + 1e-6 * hw[0]  # full recompute adds at most one forward

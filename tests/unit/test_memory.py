@@ -1,0 +1,271 @@
+"""Memory per GPU against published oracles (reference/network.md s6.2, s6.3; Megatron-LM
+``megatron/training/theoretical_memory_usage.py``; Korthikanti et al. 2022 Table 2).
+
+Korthikanti's rows are pinned with ``flash_attention=False`` (the paper stores the attention
+scores); the derived GPT-3 175B examples are stated to 3 significant digits in network.md.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from simcluster.perf.memory import (
+    DEFAULT_GRAD_BYTES,
+    OVERHEAD_FIXED_BYTES,
+    OVERHEAD_FRACTION,
+    BytesPerParam,
+    bytes_per_param,
+    embedding_activation_bytes,
+    estimate_memory,
+    in_flight_micro_batches,
+    in_flight_units,
+    layer_activation_bytes,
+    stage_chunks,
+    stage_params,
+    zero_bytes_per_param,
+)
+from simcluster.perf.params import count_params
+from simcluster.spec.loader import load_scenario
+from simcluster.spec.model import ModelSpec
+from simcluster.spec.scenario import Scenario
+
+GPT3_175B = "scenarios/gpt3-175b-1024xa100.yaml"
+
+
+def scenario(model: str = "gpt3-175b", nodes: int = 128, **par: object) -> Scenario:
+    """A scenario on DGX A100 80GB nodes with the given parallelism keys."""
+    parallelism: dict[str, object] = {"global_batch": 1536, **par}
+    return load_scenario({"model": model, "cluster": {"topology": "dgx-a100-80gb", "nodes": nodes},
+                          "parallelism": parallelism})
+
+
+def gpt3_175b() -> ModelSpec:
+    return scenario(tp=8, pp=16).model
+
+
+def total(per: BytesPerParam) -> float:
+    return per.weights + per.grads + per.optimizer
+
+
+# ZeRO and Megatron bytes per parameter (network.md s6.3) ---------------------------------------
+
+
+@pytest.mark.parametrize(("stage", "expected_GB"), [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
+def test_zero_paper_example(stage: int, expected_GB: float) -> None:
+    """Rajbhandari et al. SC'20: Psi = 7.5B, N_d = 64, fp16 gradients, K = 12: 120 / 31.4 / 16.6 /
+    1.9 GB (paper rounds to 3 digits; 1.875 -> 1.9)."""
+    per = zero_bytes_per_param(stage, 64, bytes_per_param("bf16", grad_bytes=2))
+    assert 7.5e9 * total(per) / 1e9 == pytest.approx(expected_GB, abs=0.05)
+
+
+def test_megatron_18_bytes_and_distributed_optimizer() -> None:
+    """Megatron ``theoretical_memory_usage.py``: 18 bytes/param; ``6 + 12/d`` with the distributed
+    optimizer (ZeRO-1 with 4-byte gradients)."""
+    assert DEFAULT_GRAD_BYTES == 4
+    assert total(bytes_per_param("bf16")) == 18
+    for d in (1, 2, 8, 64, 1000):
+        assert total(zero_bytes_per_param(1, d, bytes_per_param("bf16"))) == pytest.approx(
+            6 + 12 / d, rel=1e-15)
+
+
+def test_fp8_keeps_bf16_weights_and_fp32_has_no_master_copy() -> None:
+    assert bytes_per_param("fp8") == bytes_per_param("bf16")
+    assert total(bytes_per_param("fp32")) == 16
+
+
+def test_zero_stage_out_of_range() -> None:
+    with pytest.raises(ValueError, match="zero_stage"):
+        zero_bytes_per_param(4, 8, bytes_per_param("bf16"))
+
+
+# Activations (Korthikanti et al. 2022 Table 2; network.md s6.2) --------------------------------
+
+
+def test_gpt3_175b_layer_without_parallelism_is_2_87_GB() -> None:
+    """network.md s6.2 derived example: s=2048, b=1, h=12288, a=96 -> 2.87 GB (3 digits)."""
+    got = layer_activation_bytes(gpt3_175b(), 1, 2048, 1, False, "none", flash_attention=False)
+    assert got == 2048 * 12288 * (34 + 5 * 96 * 2048 / 12288)
+    assert got / 1e9 == pytest.approx(2.87, abs=0.005)
+
+
+def test_gpt3_175b_layer_tp8_sp_selective_is_107_MB() -> None:
+    """network.md s6.2 derived example: t=8, SP, selective -> 34*sbh/t = 107 MB (3 digits)."""
+    got = layer_activation_bytes(gpt3_175b(), 1, 2048, 8, True, "selective", flash_attention=False)
+    assert got == 34 * 2048 * 12288 / 8
+    assert got / 1e6 == pytest.approx(107, abs=0.5)
+
+
+@pytest.mark.parametrize("model", ["gpt3-1.7b", "gpt3-18b", "gpt3-175b", "gpt3-1t"])
+@pytest.mark.parametrize("t", [1, 2, 4, 8])
+def test_korthikanti_table2_rows(model: str, t: int) -> None:
+    """Each Table 2 row exactly, for plain GPT (MHA, gelu, ffn = 4h), b = 2."""
+    m = scenario(model, nodes=8, tp=1, global_batch=64).model
+    s, b, h, a = m.seq_len, 2, m.hidden, m.heads
+    sbh = s * b * h
+
+    def ours(sp: bool, recompute: str) -> float:
+        return layer_activation_bytes(m, b, s, t, sp, recompute, flash_attention=False)
+
+    assert ours(False, "none") == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))
+    assert ours(True, "none") == pytest.approx(sbh / t * (34 + 5 * a * s / h))
+    assert ours(False, "selective") == pytest.approx(sbh * (10 + 24 / t))
+    assert ours(True, "selective") == pytest.approx(34 * sbh / t)
+    assert ours(False, "full") == 2 * sbh
+    assert ours(True, "full") == 2 * sbh / t
+
+
+@pytest.mark.parametrize("ffn_ratio", [2, 3, 4, 8])
+def test_megatron_sp_selective_general_ffn(ffn_ratio: int) -> None:
+    """Megatron ``compute_activation_memory``: s*b*h*(18 + 4*ffn/h)/t for any gelu MHA layer."""
+    m = dataclasses.replace(gpt3_175b(), ffn_hidden=ffn_ratio * 12288)
+    got = layer_activation_bytes(m, 1, 2048, 8, True, "selective")
+    assert got == pytest.approx(2048 * 12288 * (18 + 4 * ffn_ratio) / 8)
+
+
+def test_flash_attention_drops_the_score_terms() -> None:
+    m = gpt3_175b()
+    assert layer_activation_bytes(m, 1, 2048, 8, True, "none") == 34 * 2048 * 12288 / 8
+
+
+def test_gqa_and_swiglu_generalisation() -> None:
+    """llama-3-8b (h 4096, kv 1024, ffn 14336 swiglu), s=8192, b=1, t=1, selective:
+    10 sbh + Q,K,V 2sb(4096 + 2048) + out-proj input 2sbh + MLP 6 sb*ffn."""
+    m = scenario("llama-3-8b", nodes=1, global_batch=64).model
+    s = 8192
+    expected = 10 * s * 4096 + 2 * s * 6144 + 2 * s * 4096 + 6 * s * 14336
+    assert layer_activation_bytes(m, 1, s, 1, False, "selective") == expected
+
+
+def test_mixtral_mlp_activations_scale_with_top_k() -> None:
+    m = scenario("mixtral-8x7b", nodes=1, global_batch=64).model
+    dense = dataclasses.replace(m, moe=None)
+    s = 4096
+    diff = (layer_activation_bytes(m, 1, s, 1, False, "selective")
+            - layer_activation_bytes(dense, 1, s, 1, False, "selective"))
+    assert diff == 6 * s * 14336  # one more expert's activation and down-projection inputs
+
+
+# Pipeline in-flight micro-batches (network.md s5) -----------------------------------------------
+
+
+def test_1f1b_stage0_holds_p_and_last_holds_1() -> None:
+    assert in_flight_micro_batches("1f1b", 16, 0, 96) == 16
+    assert in_flight_micro_batches("1f1b", 16, 15, 96) == 1
+    assert in_flight_micro_batches("zb-h1", 16, 3, 96) == 13
+    assert in_flight_micro_batches("1f1b", 16, 0, 4) == 4
+    assert in_flight_micro_batches("gpipe", 16, 15, 96) == 96
+    with pytest.raises(ValueError, match="interleaved"):
+        in_flight_micro_batches("interleaved", 16, 0, 96)
+
+
+def test_interleaved_first_stage_matches_megatron_penalty() -> None:
+    """Megatron: first stage holds L/p layers x p micro-batches x (1 + (p-1)/(p*v))."""
+    s = load_scenario(GPT3_175B)
+    par = s.parallelism
+    p, v, L = par.pp, par.virtual_stages, s.model.layers
+    layer_mbs = sum(c * n for c, n in zip(in_flight_units(par, 0), stage_chunks(par, L)[0],
+                                          strict=True))
+    assert layer_mbs == pytest.approx(L / p * p * (1 + (p - 1) / (p * v)))
+    assert in_flight_units(par, p - 1) == (p, 1)
+
+
+def test_stage_chunks_interleaved_and_uneven() -> None:
+    par = scenario(tp=8, pp=4, schedule="interleaved", virtual_stages=2, global_batch=1536,
+                   stage_layers=[10, 14, 12, 12, 12, 12, 10, 14]).parallelism
+    assert stage_chunks(par, 96) == ((10, 12), (14, 12), (12, 10), (12, 14))
+
+
+def test_megatron_first_stage_activations_1f1b_sp_selective() -> None:
+    """Megatron ``compute_activation_memory`` (1F1B, m >= p, SP + selective, p > 1):
+    (L * 34*sbh + 8*s*b*p + s*b*h*p) / t on the first stage."""
+    s = scenario(tp=8, pp=16, sequence_parallel=True, recompute="selective")
+    est = estimate_memory(s, flash_attention=False)
+    s_, b, h, p, t, L = 2048, 1, 12288, 16, 8, 96
+    megatron = (L * 34 * s_ * b * h + 8 * s_ * b * p + s_ * b * h * p) / t
+    assert est.stages[0].activations_bytes == pytest.approx(megatron, rel=1e-12)
+    assert embedding_activation_bytes(s.model, b, s_, t, True) == (8 * s_ + s_ * h) / t
+
+
+# Parameters per stage (Megatron layout) ---------------------------------------------------------
+
+
+def test_pp1_tp1_weights_are_whole_model_once() -> None:
+    """Tied embeddings counted once with pp = 1; zero_stage 0 keeps 2 bytes per weight."""
+    s = scenario("gpt3-1.7b", nodes=1, global_batch=64, zero_stage=0)
+    est = estimate_memory(s)
+    assert est.stages[0].weights_bytes == 2 * count_params(s.model).total
+    assert est.stages[0].grads_bytes == 4 * count_params(s.model).total
+
+
+def test_stage0_params_match_megatron_most_loaded_shard() -> None:
+    """Megatron: (transformer block / p + V*h) / t on the most loaded shard; we also keep the
+    learned positions (s*h) and replicate norms per TP rank: within 0.1 %."""
+    s = scenario(tp=8, pp=16)
+    m, par = s.model, s.parallelism
+    pc = count_params(m)
+    block = m.layers * pc.per_layer + pc.final
+    megatron = (block / 16 + m.vocab * m.hidden) / 8 + m.seq_len * m.hidden
+    ours = stage_params(m, par, 0, 6).dense
+    assert ours == pytest.approx(megatron, rel=1e-3)
+
+
+def test_tied_output_copy_on_last_stage_and_untied_output() -> None:
+    s = scenario(tp=8, pp=16)
+    m, par = s.model, s.parallelism
+    word = m.vocab * m.hidden / 8
+    middle = stage_params(m, par, 5, 6).dense
+    assert stage_params(m, par, 15, 6).dense == pytest.approx(middle + word + 2 * m.hidden)
+    llama = scenario("llama-2-70b", nodes=8, tp=8, pp=8, global_batch=64)
+    lm, lp = llama.model, llama.parallelism
+    last = stage_params(lm, lp, 7, 10).dense - stage_params(lm, lp, 3, 10).dense
+    assert last == pytest.approx(lm.vocab * lm.hidden / 8 + lm.hidden)
+
+
+def test_experts_are_divided_by_ep() -> None:
+    s1 = scenario("mixtral-8x7b", nodes=4, tp=1, global_batch=64)
+    s8 = scenario("mixtral-8x7b", nodes=4, tp=1, ep=8, global_batch=64)
+    p1 = stage_params(s1.model, s1.parallelism, 0, 32)
+    p8 = stage_params(s8.model, s8.parallelism, 0, 32)
+    assert p8.expert == pytest.approx(p1.expert / 8)
+    assert p1.dense == p8.dense
+
+
+# Whole scenarios ---------------------------------------------------------------------------------
+
+
+def test_gpt3_175b_sc21_layout_fits_80gb() -> None:
+    """TP8 PP16 interleaved, full recompute: about 20 GiB on the first stage, activations largest."""
+    est = estimate_memory(load_scenario(GPT3_175B))
+    assert est.fits_in_memory
+    assert est.peak_stage == 0
+    assert est.stages[0].dominant == "activations"
+    assert est.peak_bytes / 2**30 == pytest.approx(20.2, abs=0.1)
+
+
+def test_gpt3_175b_without_recompute_does_not_fit_40gb() -> None:
+    """Same layout on A100 40GB with recompute none: about 58 GiB, activations dominate."""
+    over = ["cluster.topology=dgx-a100-40gb", "parallelism.recompute=none"]
+    est = estimate_memory(load_scenario(GPT3_175B, over))
+    assert not est.fits_in_memory
+    assert est.stages[est.peak_stage].dominant == "activations"
+    assert est.capacity_bytes == 40 * 2**30
+    assert estimate_memory(load_scenario(GPT3_175B, over[:1])).fits_in_memory
+
+
+def test_overhead_is_fixed_plus_fraction() -> None:
+    st = estimate_memory(load_scenario(GPT3_175B)).stages[3]
+    rest = st.weights_bytes + st.grads_bytes + st.optimizer_bytes + st.activations_bytes
+    assert st.overhead_bytes == pytest.approx(OVERHEAD_FIXED_BYTES + OVERHEAD_FRACTION * rest)
+    assert st.total_bytes == pytest.approx(rest + st.overhead_bytes)
+
+
+def test_fp32_doubles_activations() -> None:
+    base = scenario("gpt3-1.7b", nodes=1, global_batch=64)
+    fp32 = load_scenario({"model": "gpt3-1.7b", "precision": "fp32",
+                          "cluster": {"topology": "dgx-a100-80gb", "nodes": 1},
+                          "parallelism": {"global_batch": 64}})
+    a, b = estimate_memory(base).stages[0], estimate_memory(fp32).stages[0]
+    assert b.activations_bytes == 2 * a.activations_bytes
+    assert b.weights_bytes == 2 * a.weights_bytes
