@@ -104,10 +104,22 @@ def ep_layer_comm_s(s: Scenario, g: Groups) -> tuple[float, float]:
 
 
 def pp_message_s(s: Scenario, g: Groups) -> float:
-    """One pipeline send of a micro-batch's activations (or their gradients) between stages."""
+    """One pipeline send of a micro-batch's activations (or their gradients) between stages.
+
+    With scatter/gather (SC'21 section 4.1) or sequence parallelism each TP rank sends ``1/tp`` of
+    the tensor; without SP the receiver then all-gathers it over the TP group. Without
+    scatter/gather every TP rank sends the whole tensor over its own NIC.
+    """
     if g.pp is None:
         return 0.0
-    return collective_time("send_recv", activation_bytes(s) / s.parallelism.tp, g.pp).time_s
+    size = activation_bytes(s)
+    par = s.parallelism
+    if par.sequence_parallel:
+        return collective_time("send_recv", size / par.tp, g.pp).time_s
+    if not s.execution.scatter_gather or g.tp is None:
+        return collective_time("send_recv", size, g.pp).time_s
+    return (collective_time("send_recv", size / par.tp, g.pp).time_s
+            + collective_time("all_gather", size, g.tp).time_s)
 
 
 def dp_reduce_s(s: Scenario, g: Groups, params_on_gpu: float, grad_bytes: float) -> float:

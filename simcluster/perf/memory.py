@@ -37,6 +37,16 @@ OVERHEAD_FRACTION = 0.05
 
 #: Megatron default: gradients accumulate in fp32 ``main_grad`` buffers.
 DEFAULT_GRAD_BYTES = 4
+
+
+def grad_bytes_for(precision: str) -> int:
+    """Bytes per gradient element Megatron-LM keeps and reduces for ``precision``.
+
+    bf16 (and fp8, whose master weights are bf16) needs fp32 gradient accumulation
+    (``--accumulate-allreduce-grads-in-fp32`` is forced for bf16 in Megatron-LM ``arguments.py``);
+    fp16 keeps and all-reduces 16-bit gradients by default; fp32 trains in fp32.
+    """
+    return 2 if precision == "fp16" else DEFAULT_GRAD_BYTES
 #: Adam in mixed precision: fp32 master weights + first and second moments (ZeRO's K = 12).
 ADAM_MIXED_BYTES = 12
 #: Adam in fp32: the weights are the master copy, so only the two moments.
@@ -317,7 +327,7 @@ def stage_activation_bytes(scenario: Scenario, stage: int, *,
     return total * (2 if scenario.precision == "fp32" else 1)
 
 
-def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float = DEFAULT_GRAD_BYTES,
+def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float | None = None,
                  flash_attention: bool = True) -> StageMemory:
     """Memory per GPU of one pipeline stage.
 
@@ -340,6 +350,8 @@ def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float = DEFAULT_
     par = scenario.parallelism
     layers = sum(stage_chunks(par, scenario.model.layers)[stage])
     params = stage_params(scenario.model, par, stage, layers)
+    if grad_bytes is None:
+        grad_bytes = grad_bytes_for(scenario.precision)
     per_param = bytes_per_param(scenario.precision, grad_bytes)
     dense = zero_bytes_per_param(par.zero_stage, par.dp * par.cp, per_param)
     expert = zero_bytes_per_param(par.zero_stage, par.dp * par.cp // par.ep, per_param)
@@ -354,7 +366,7 @@ def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float = DEFAULT_
                        overhead_bytes=overhead)
 
 
-def estimate_memory(scenario: Scenario, *, grad_bytes: float = DEFAULT_GRAD_BYTES,
+def estimate_memory(scenario: Scenario, *, grad_bytes: float | None = None,
                     flash_attention: bool = True) -> MemoryEstimate:
     """Memory per GPU of every pipeline stage of ``scenario``.
 
@@ -363,7 +375,7 @@ def estimate_memory(scenario: Scenario, *, grad_bytes: float = DEFAULT_GRAD_BYTE
     scenario : Scenario
         Model, layout, precision and cluster (for the accelerator's memory).
     grad_bytes : float
-        Bytes per gradient element (default 4, fp32 main grads).
+        Bytes per gradient element (default :func:`grad_bytes_for` the precision).
     flash_attention : bool
         Attention scores, softmax and its dropout mask are not stored (default True).
 

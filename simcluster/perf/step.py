@@ -9,7 +9,7 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
    with the average stage (:mod:`.pipeline`), plus pipeline sends on the critical path.
 3. Data-parallel reduction after the stage's last backward: the part the drain does not hide
    (stage ``i`` finishes its backward about ``i`` micro-batch backward times before stage 0), less
-   what overlaps the last backward when ``parallelism.overlap_grad_reduce`` is on.
+   what overlaps the last backward when ``execution.overlap_grad_reduce`` is on.
 4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
 
 Left out, stated: data loading, logging, kernel launch gaps, host-side jitter (category
@@ -29,7 +29,7 @@ from simcluster.perf.compute import (
     optimizer_step_time_s,
 )
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
-from simcluster.perf.memory import DEFAULT_GRAD_BYTES, stage_chunks, stage_params
+from simcluster.perf.memory import grad_bytes_for, stage_chunks, stage_params
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.spec.scenario import Scenario
 
@@ -97,7 +97,7 @@ def _layer(s: Scenario) -> LayerTimes:
     par = s.parallelism
     return layer_times(s.model, s.cluster.topology.accelerator, s.precision, par.micro_batch,
                        s.model.seq_len, par.tp, par.cp, par.sequence_parallel, par.recompute,
-                       ep=par.ep)
+                       s.execution.flash_attention, ep=par.ep)
 
 
 def _attention_fwd_s(layer: LayerTimes) -> float:
@@ -154,9 +154,10 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups,
     per_stage = []
     for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
         params = stage_params(s.model, par, i, sum(chunks))
-        total = comm_plan.dp_reduce_s(s, groups, params.dense + params.expert, DEFAULT_GRAD_BYTES)
+        total = comm_plan.dp_reduce_s(s, groups, params.dense + params.expert,
+                                        grad_bytes_for(s.precision))
         slack = i * stages[i].backward_compute_s  # stage i ends its backward earlier by the drain
-        overlap = stages[i].backward_compute_s if par.overlap_grad_reduce else 0.0
+        overlap = stages[i].backward_compute_s if s.execution.overlap_grad_reduce else 0.0
         hidden = min(total, slack + overlap)
         per_stage.append((total - hidden, total, hidden))
     return max(per_stage, key=lambda item: item[0])

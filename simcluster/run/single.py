@@ -71,4 +71,5 @@ class RunResult:
 
 def simulate(scenario: Scenario) -> RunResult:
     """Estimate one training step of ``scenario`` (analytical engine)."""
-    return RunResult(scenario, estimate_step(scenario), estimate_memory(scenario))
+    return RunResult(scenario, estimate_step(scenario),
+                     estimate_memory(scenario, flash_attention=scenario.execution.flash_attention))

@@ -13,6 +13,7 @@ from simcluster.spec.scenario import (
     CheckpointSpec,
     ClusterSpec,
     CostSpec,
+    ExecutionSpec,
     FailureClassSpec,
     ParallelismSpec,
     ReliabilitySpec,

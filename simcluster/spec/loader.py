@@ -125,7 +125,9 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
     out = dict(base)
     for key, value in top.items():
         old = out.get(key)
-        if isinstance(old, Mapping) and isinstance(value, Mapping) and "preset" not in value:
+        if isinstance(old, str) and isinstance(value, Mapping) and "preset" not in value:
+            out[key] = {"preset": old, **value}  # refine a nested preset (an accelerator name)
+        elif isinstance(old, Mapping) and isinstance(value, Mapping) and "preset" not in value:
             out[key] = deep_merge(old, value)
         else:
             out[key] = value

@@ -57,8 +57,6 @@ class ParallelismSpec:
     zero_stage: int = spec_field(1, ge=0, le=3)
     stage_layers: tuple[int, ...] | None = spec_field(None, ge=0)
     tp_across_nodes: bool = spec_field(False)
-    overlap_grad_reduce: bool = spec_field(
-        True, doc="DP gradient reduction overlaps the last backward (Megatron --overlap-grad-reduce)")
 
     @staticmethod
     def derive(values: dict[str, Any], context: Context) -> None:
@@ -99,6 +97,18 @@ class ParallelismSpec:
     def micro_batches(self) -> int:
         """Micro-batches per step per pipeline (gradient accumulation steps)."""
         return self.global_batch // (self.micro_batch * self.dp)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionSpec:
+    """Kernel and overlap choices of the training framework (Megatron-LM flag names in docs)."""
+
+    flash_attention: bool = spec_field(
+        True, doc="fused attention kernel (FlashAttention); false: scores GEMM + softmax + AV GEMM")
+    overlap_grad_reduce: bool = spec_field(
+        True, doc="DP gradient reduction overlaps the last backward (--overlap-grad-reduce)")
+    scatter_gather: bool = spec_field(
+        True, doc="pipeline sends split over TP ranks, all-gathered over NVLink (SC'21 4.1)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,6 +185,7 @@ class Scenario:
     cluster: ClusterSpec = spec_field()
     parallelism: ParallelismSpec = spec_field()
     precision: str = spec_field("bf16", choices=DTYPES)
+    execution: ExecutionSpec = spec_field(ExecutionSpec())
     training: TrainingSpec = spec_field(TrainingSpec())
     reliability: ReliabilitySpec | None = spec_field(None)
     checkpoint: CheckpointSpec | None = spec_field(None)

@@ -327,6 +327,7 @@ def _plain(number: float) -> float | int:
 
 
 def _join(path: str, key: str) -> str:
+    key = key or "''"  # an empty YAML key still gets a visible path
     return f"{path}.{key}" if path else key
 
 

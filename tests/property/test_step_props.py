@@ -1,0 +1,70 @@
+"""Properties of the analytical step: conservation and monotonicity."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simcluster.perf.step import estimate_step
+from simcluster.spec import load_scenario
+
+
+@st.composite
+def layouts(draw: st.DrawFn) -> dict[str, Any]:
+    tp = draw(st.sampled_from([1, 2, 4, 8]))
+    pp = draw(st.sampled_from([1, 2, 4]))
+    nodes = draw(st.sampled_from([1, 2, 4, 8]))
+    if tp * pp > nodes * 8:
+        pp = 1
+    dp = nodes * 8 // (tp * pp)
+    schedule = draw(st.sampled_from(["gpipe", "1f1b", "zb-h1"]))
+    return {
+        "model": {"preset": "gpt3-7.5b", "layers": 16},
+        "cluster": {"topology": draw(st.sampled_from(["dgx-a100-80gb", "dgx-h100"])),
+                    "nodes": nodes},
+        "parallelism": {"tp": tp, "pp": pp, "global_batch": dp * draw(st.integers(1, 16)),
+                        "micro_batch": 1, "schedule": schedule,
+                        "recompute": draw(st.sampled_from(["none", "selective", "full"])),
+                        "sequence_parallel": tp > 1 and draw(st.booleans())},
+    }
+
+
+@given(layouts())
+def test_breakdown_sums_to_iteration_time(doc: dict[str, Any]) -> None:
+    step = estimate_step(load_scenario(doc))
+    assert sum(step.breakdown.as_dict().values()) == pytest.approx(step.iteration_time_s, rel=1e-12)
+    assert all(v >= 0 for v in step.breakdown.as_dict().values())
+    assert 0 <= step.bubble_fraction < 1
+
+
+@given(layouts(), st.sampled_from([1.05, 1.1, 1.2]))
+def test_more_bandwidth_never_slows_a_step(doc: dict[str, Any], factor: float) -> None:
+    # Within one collective calibration class (collectives.yaml matches the nearest line rate;
+    # factors up to 1.2 stay below the geometric midpoint to the next class). Across a class
+    # boundary the calibration changes and monotonicity is not guaranteed (see docs/collectives.md).
+    base = load_scenario(doc)
+    topo = base.cluster.topology
+    faster = load_scenario(doc, [
+        f"cluster.topology.scale_out.nic_Gbps={topo.scale_out.nic_Bps * 8 / 1e9 * factor}",
+        f"cluster.topology.scale_up.bandwidth_GBps={topo.scale_up.bandwidth_Bps / 1e9 * factor}"])
+    assert estimate_step(faster).iteration_time_s <= estimate_step(base).iteration_time_s * (1 + 1e-12)
+
+
+@given(layouts(), st.sampled_from([0.5, 0.8]))
+def test_a_slower_gpu_never_speeds_a_step(doc: dict[str, Any], factor: float) -> None:
+    base = load_scenario(doc)
+    peaks = base.cluster.topology.accelerator.peak_flops_per_s
+    slower = load_scenario(doc, [f"cluster.topology.accelerator.peak_TFLOPS.{k}={v / 1e12 * factor}"
+                                 for k, v in peaks.items()])
+    assert estimate_step(slower).iteration_time_s >= estimate_step(base).iteration_time_s
+
+
+@given(layouts())
+def test_step_is_never_below_the_compute_lower_bound(doc: dict[str, Any]) -> None:
+    s = load_scenario(doc)
+    step = estimate_step(s)
+    slowest = max(st.forward_compute_s + st.backward_compute_s for st in step.stages)
+    assert step.iteration_time_s >= s.parallelism.micro_batches * slowest

@@ -1,0 +1,81 @@
+"""Validation against Narayanan et al. SC'21 (arXiv 2104.04473), Tables 1 and 2 and section 5 text.
+
+Source rows: shared/calibration/published.yaml ``sc21_table1_*`` and ``sc21_table2_*`` (copied into
+``sc21.py`` with their ids). Comparison: simcluster's iteration time converted to TFLOP/s per GPU
+with the paper's Eq. 3 (calibration/README.md section 9). Tolerance: 10% per configuration, 5% on
+the median (issue 3). Rows the model misses today are strict xfails, so that an improvement that
+brings one inside the tolerance fails the run until the mark is removed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+
+import pytest
+
+from simcluster.run.single import simulate
+from tests.validation.sc21 import CASES, Case, predicted_tflops, scenario
+
+TOLERANCE = 0.10
+MEDIAN_TOLERANCE = 0.05
+
+# Known misses (see docs/validation.md): DeepSpeed ZeRO-3 of 2021 ran far below what its
+# communication volume and compute explain (per-step time ~66 s at 768 and 1536 GPUs alike); and
+# the largest pipelines (1 layer per virtual chunk) come out 12-13% fast.
+KNOWN_MISSES = {c.id for c in CASES if c.zero3} | {"sc21_table1_1008.0B",
+                                                  "sc21_table2_ptd_530B_2240gpu"}
+
+
+def _param(case: Case) -> object:
+    marks = [pytest.mark.xfail(strict=True, reason="known miss, see docs/validation.md")] \
+        if case.id in KNOWN_MISSES else []
+    return pytest.param(case, id=case.id, marks=marks)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+def test_sc21_configuration_within_10_percent(case: Case) -> None:
+    predicted = predicted_tflops(scenario(case))
+    assert predicted == pytest.approx(case.tflops, rel=TOLERANCE)
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="median 8% with the ZeRO-3 rows; see docs/validation.md")
+def test_sc21_median_error_within_5_percent() -> None:
+    errors = [abs(predicted_tflops(scenario(c)) / c.tflops - 1) for c in CASES]
+    assert statistics.median(errors) <= MEDIAN_TOLERANCE
+
+
+@pytest.mark.slow
+def test_sc21_ptd_and_weak_scaling_median_within_6_percent() -> None:
+    # The 16 Megatron (PTD) rows alone: median 5.2% today; guards against regressions.
+    errors = [abs(predicted_tflops(scenario(c)) / c.tflops - 1) for c in CASES if not c.zero3]
+    assert statistics.median(errors) <= 0.06
+
+
+RECOMPUTE_145B = Case("sc21_recompute_145B_128gpu", 80, 12288, 96, 128, 8, 16, 16, 1, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", [16, 32, 64])
+def test_recompute_costs_at_most_a_third(batch: int) -> None:
+    # sc21_recompute_145B_128gpu: full recompute is "up to 33%" slower at small batch sizes.
+    case = dataclasses.replace(RECOMPUTE_145B, batch=batch)
+    with_recompute = simulate(scenario(case)).step.iteration_time_s
+    without = simulate(scenario(case, recompute="none")).step.iteration_time_s
+    loss = 1 - without / with_recompute
+    assert 0.15 <= loss <= 0.33
+
+
+SCATTER_GATHER_175B = Case("sc21_scatter_gather_175B_96gpu", 96, 12288, 96, 96, 8, 12, 12, 1, 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("batch", [12, 36, 60])
+def test_scatter_gather_gains_up_to_11_percent(batch: int) -> None:
+    # sc21_scatter_gather_175B_96gpu: "up to 11%" throughput gain (Figure 18, batch 12..60).
+    case = dataclasses.replace(SCATTER_GATHER_175B, batch=batch)
+    on = simulate(scenario(case)).step.iteration_time_s
+    off = simulate(scenario(case, execution={"scatter_gather": False})).step.iteration_time_s
+    assert 0.0 < off / on - 1 <= 0.11
