@@ -105,8 +105,8 @@ def main(argv: list[str]) -> int:
             print()
             print(f"## {gpu}, {dtype} ({role}): gemm_half_dim = {h}  (RMS rel. err {rms:.1%}; "
                   f"with n=128 included: {h_all}, RMS {rms_all:.1%})")
-            print(f"| n | measured TFLOP/s | fitted TFLOP/s | error % | |")
-            print(f"|---:|---:|---:|---:|---|")
+            print("| n | measured TFLOP/s | fitted TFLOP/s | error % | |")
+            print("|---:|---:|---:|---:|---|")
             for n in sorted(pts):
                 f = model(n, pts[D_REF], h)
                 err = (f / pts[n] - 1.0) * 100

@@ -12,7 +12,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "validation"))
 
-from sc21 import table  # noqa: E402
+from sc21 import table
 
 
 def main() -> None:

@@ -51,7 +51,7 @@ class TimeBreakdown:
     @property
     def total_s(self) -> float:
         """The sum of every category."""
-        return sum(getattr(self, f.name) for f in fields(self))
+        return float(sum(self.as_dict().values()))
 
     def as_dict(self) -> dict[str, float]:
         """Category -> seconds."""

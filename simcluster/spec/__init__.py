@@ -26,6 +26,7 @@ __all__ = [
     "CheckpointSpec",
     "ClusterSpec",
     "CostSpec",
+    "ExecutionSpec",
     "FailureClassSpec",
     "HostSpec",
     "MoESpec",
