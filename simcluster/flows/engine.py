@@ -1,0 +1,205 @@
+"""Tier B flow-level simulation: advance to the next completion in closed form, re-solve on change.
+
+Between two events every active flow class moves at its max-min rate (:mod:`.maxmin`), so the next
+event is the earlier of the next completion (``min remaining / rate``) and the next phase start;
+all classes advance to it in one step. The rates are re-solved only when the set of active classes
+changes (SimGrid's LMM, network.md section 7.1 Tier B). A phase's latency is paid before its flows
+start, without contention (SimGrid LV08). The loop is plain Python over numpy arrays, not SimPy:
+the events are few (one per phase start and completion), and it stays a pure function.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simcluster.errors import SpecError
+from simcluster.flows.maxmin import FloatArray, IntArray, max_min_rates
+from simcluster.flows.plan import FlowClass, Transfer
+from simcluster.topology import Edge
+
+#: A class whose remaining bytes fall below this fraction of its size counts as done.
+DONE_RTOL = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class FlowResult:
+    """Outcome of :func:`simulate`.
+
+    Attributes
+    ----------
+    finish_s : tuple[float, ...]
+        Completion time of each transfer, seconds (``inf`` if a flow never gets bandwidth).
+    solves : int
+        Max-min solves performed (one per change of the active set).
+    """
+
+    finish_s: tuple[float, ...]
+    solves: int
+
+
+@dataclass(slots=True)
+class _Index:
+    """The flattened incidence of every class of every phase (built once)."""
+
+    link_of: IntArray
+    class_of: IntArray
+    weight: FloatArray
+    capacity: FloatArray
+    multiplicity: FloatArray
+    size: FloatArray
+    owner: list[tuple[int, int]]                       # class -> (transfer, phase)
+    crossing: np.ndarray                               # class crosses at least one link
+    members: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+
+
+def _index(transfers: Sequence[Transfer], capacity_Bps: Mapping[Edge, float]) -> _Index:
+    links: dict[Edge, int] = {}
+    rows: list[int] = []
+    cols: list[int] = []
+    weights: list[float] = []
+    classes: list[FlowClass] = []
+    owner: list[tuple[int, int]] = []
+    members: dict[tuple[int, int], list[int]] = {}
+    for t, transfer in enumerate(transfers):
+        for p, phase in enumerate(transfer.phases):
+            members[t, p] = []
+            for c in phase.classes:
+                members[t, p].append(len(classes))
+                for edge, w in c.usage:
+                    rows.append(links.setdefault(edge, len(links)))
+                    cols.append(len(classes))
+                    weights.append(w)
+                classes.append(c)
+                owner.append((t, p))
+    cap = np.array([_capacity(capacity_Bps, e) for e in links], dtype=np.float64)
+    crossing = np.zeros(len(classes), dtype=bool)
+    crossing[cols] = True
+    return _Index(np.array(rows, dtype=np.intp), np.array(cols, dtype=np.intp),
+                  np.array(weights, dtype=np.float64), cap,
+                  np.array([c.multiplicity for c in classes], dtype=np.float64),
+                  np.array([c.bytes_per_flow for c in classes], dtype=np.float64), owner,
+                  crossing, members)
+
+
+def _capacity(capacity_Bps: Mapping[Edge, float], edge: Edge) -> float:
+    if edge not in capacity_Bps:
+        raise SpecError("flows.capacity", f"no capacity for edge {edge}")
+    return capacity_Bps[edge]
+
+
+@dataclass(slots=True)
+class _State:
+    """Mutable progress of one simulation."""
+
+    remaining: FloatArray
+    active: np.ndarray
+    left: dict[tuple[int, int], int]
+    starts: list[tuple[float, int, int]]
+    finish: list[float]
+    now: float = 0.0
+    solves: int = 0
+
+
+def simulate(transfers: Sequence[Transfer], capacity_Bps: Mapping[Edge, float]) -> FlowResult:
+    """Run ``transfers`` concurrently on links of ``capacity_Bps`` with max-min sharing.
+
+    Parameters
+    ----------
+    transfers : sequence of Transfer
+        Collectives or sends; each starts at its ``start_s`` plus its first phase's latency.
+    capacity_Bps : mapping of Edge to float
+        Capacity of every edge the transfers use, bytes/s (:func:`.capacity.link_capacities`).
+
+    Returns
+    -------
+    FlowResult
+        Completion time of each transfer and the number of max-min solves.
+    """
+    idx = _index(transfers, capacity_Bps)
+    state = _State(idx.size.copy(), np.zeros(idx.size.size, dtype=bool),
+                   {k: len(v) for k, v in idx.members.items()}, [], [math.nan] * len(transfers))
+    for t, transfer in enumerate(transfers):
+        _schedule(state, transfers, t, 0, transfer.start_s)
+    rate = np.zeros(0)
+    dirty = True
+    while True:
+        if dirty:
+            rate = _solve(idx, state)
+        t_next = _next_event(state, rate)
+        if math.isinf(t_next):
+            break
+        dirty = _advance(idx, state, transfers, rate, t_next)
+    stuck = [math.inf if math.isnan(f) else f for f in state.finish]
+    return FlowResult(tuple(stuck), state.solves)
+
+
+def _schedule(state: _State, transfers: Sequence[Transfer], t: int, p: int, at_s: float) -> None:
+    """Queue phase ``p`` of transfer ``t`` (or record its end) after the phase's latency."""
+    phases = transfers[t].phases
+    if p == len(phases):
+        state.finish[t] = at_s
+        return
+    heapq.heappush(state.starts, (at_s + phases[p].latency_s, t, p))
+
+
+def _solve(idx: _Index, state: _State) -> FloatArray:
+    state.solves += 1
+    if not state.active.any():
+        return np.zeros(state.active.size)
+    return max_min_rates(idx.link_of, idx.class_of, idx.weight, idx.capacity, idx.multiplicity,
+                         state.active)
+
+
+def _next_event(state: _State, rate: FloatArray) -> float:
+    """Time of the next completion or phase start (inf when nothing can happen)."""
+    t_start = state.starts[0][0] if state.starts else math.inf
+    act = state.active
+    if not act.any():
+        return t_start
+    with np.errstate(divide="ignore"):
+        t_done = state.now + float(np.min(state.remaining[act] / rate[act]))
+    return min(t_start, t_done)
+
+
+def _advance(idx: _Index, state: _State, transfers: Sequence[Transfer], rate: FloatArray,
+             t_next: float) -> bool:
+    """Move every active class to ``t_next``; finish and start what is due. True if the set changed."""
+    act = state.active
+    dt = t_next - state.now
+    state.remaining[act] -= rate[act] * dt
+    state.now = t_next
+    done = act & (state.remaining <= idx.size * DONE_RTOL)
+    changed = bool(done.any())
+    for k in np.flatnonzero(done):
+        _finish_class(idx, state, transfers, int(k))
+    while state.starts and state.starts[0][0] <= state.now:
+        _, t, p = heapq.heappop(state.starts)
+        _start_phase(idx, state, transfers, t, p)
+        changed = True
+    return changed
+
+
+def _finish_class(idx: _Index, state: _State, transfers: Sequence[Transfer], k: int) -> None:
+    state.active[k] = False
+    state.remaining[k] = 0.0
+    t, p = idx.owner[k]
+    state.left[t, p] -= 1
+    if state.left[t, p] == 0:
+        _schedule(state, transfers, t, p + 1, state.now)
+
+
+def _start_phase(idx: _Index, state: _State, transfers: Sequence[Transfer], t: int, p: int) -> None:
+    """Activate the phase's classes; empty ones (no bytes or no links) finish at once."""
+    members = idx.members[t, p]
+    if not members:
+        _schedule(state, transfers, t, p + 1, state.now)
+        return
+    for k in members:
+        state.active[k] = True
+        if idx.size[k] <= 0 or not idx.crossing[k]:
+            _finish_class(idx, state, transfers, k)

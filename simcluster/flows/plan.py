@@ -1,0 +1,113 @@
+"""The values Tier B works on: flow classes, phases and transfers (reference/network.md 7.1).
+
+A :class:`FlowClass` is ``multiplicity`` identical flows that each move ``bytes_per_flow`` over the
+same links; ``usage`` lists each directed edge with the number of times one flow crosses it. A ring
+channel is one class whose usage is the sum of its hops' routes: every hop moves the same bytes and
+the ring's synchronisation makes them progress together, so the slowest edge governs the whole
+ring (network.md section 7.1, Tier B). A :class:`Phase` is a set of classes that start together; a
+:class:`Transfer` (one collective, or one send) runs its phases one after the other, each after its
+latency (SimGrid LV08 semantics: latency is paid before the bytes move, without contention).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from simcluster.topology import Edge
+
+Usage = tuple[tuple[Edge, float], ...]
+"""``((edge, crossings per flow), ...)``, sorted by edge."""
+
+
+@dataclass(frozen=True, slots=True)
+class FlowClass:
+    """Identical flows over the same links.
+
+    Attributes
+    ----------
+    usage : Usage
+        Directed edges and crossings per flow (fractional when sprayed over spines).
+    bytes_per_flow : float
+        Bytes each flow moves across each of its crossings, bytes.
+    multiplicity : int
+        Identical flows in the class (>= 1).
+    """
+
+    usage: Usage
+    bytes_per_flow: float
+    multiplicity: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Phase:
+    """Flow classes that start together; the phase ends when the last one ends.
+
+    Attributes
+    ----------
+    classes : tuple[FlowClass, ...]
+        The flows of the phase.
+    latency_s : float
+        Paid before the phase's bytes start to move, seconds.
+    """
+
+    classes: tuple[FlowClass, ...]
+    latency_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Transfer:
+    """One collective (or send): phases run one after the other.
+
+    Attributes
+    ----------
+    phases : tuple[Phase, ...]
+        In order.
+    start_s : float
+        When the transfer is issued, seconds.
+    label : str
+        For reports.
+    """
+
+    phases: tuple[Phase, ...]
+    start_s: float = 0.0
+    label: str = ""
+
+    def edges(self) -> set[Edge]:
+        """Every directed edge the transfer uses."""
+        return {e for p in self.phases for c in p.classes for e, _ in c.usage}
+
+
+def merge_usage(parts: Iterable[Usage]) -> Usage:
+    """Sum crossings edge by edge: the usage of flows that move together (a ring's hops)."""
+    total: dict[Edge, float] = {}
+    for usage in parts:
+        for edge, weight in usage:
+            total[edge] = total.get(edge, 0.0) + weight
+    return tuple(sorted(total.items()))
+
+
+def group_classes(classes: Iterable[FlowClass]) -> tuple[FlowClass, ...]:
+    """Merge classes with identical usage and bytes into one with the summed multiplicity.
+
+    Exact: identical flows on identical links get identical max-min rates (network.md 7.2 item 1).
+    """
+    merged: dict[tuple[Usage, float], int] = {}
+    for c in classes:
+        key = (c.usage, c.bytes_per_flow)
+        merged[key] = merged.get(key, 0) + c.multiplicity
+    return tuple(FlowClass(u, b, m) for (u, b), m in merged.items())
+
+
+def scaled(transfer: Transfer, factor: float) -> Transfer:
+    """``transfer`` with every flow's bytes multiplied by ``factor`` (latencies unchanged)."""
+    phases = tuple(replace(p, classes=tuple(replace(c, bytes_per_flow=c.bytes_per_flow * factor)
+                                            for c in p.classes)) for p in transfer.phases)
+    return replace(transfer, phases=phases)
+
+
+def with_latencies(transfer: Transfer, latencies_s: Iterable[float]) -> Transfer:
+    """``transfer`` with phase ``i`` paying ``latencies_s[i]`` before it starts."""
+    phases = tuple(replace(p, latency_s=lat)
+                   for p, lat in zip(transfer.phases, latencies_s, strict=True))
+    return replace(transfer, phases=phases)
