@@ -27,17 +27,8 @@ DTYPE_BYTES: Final[dict[str, int]] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2
 #: The GEMM size at which ``matmul_efficiency`` is anchored (MAMF / mli n = 8192 measurements).
 REFERENCE_GEMM_DIM: Final = 8192
 
-#: Flash-attention forward rate over the best-shape matmul rate of the same dtype. Calibration
-#: constant for now. FlashAttention-2 (Dao, arXiv 2307.08691, abstract and section 4.1) reaches
-#: 50-73 % of A100 peak forward; 0.70 x 0.869 (A100 bf16 MAMF) = 61 % of peak, mid-range.
-#: FlashAttention-3 on H100 reaches ~75 % of peak forward (Shah et al., arXiv 2407.08608), so this
-#: is conservative on Hopper with FA3.
-FLASH_ATTENTION_EFFICIENCY: Final = 0.70
-
-#: Flash-attention backward rate over the best-shape matmul rate, on the real backward work.
-#: Calibration constant. FlashAttention-2 reports 35-63 % of A100 peak backward (counting 2.5x
-#: forward FLOPs); 0.60 x 0.869 = 52 % of peak.
-FLASH_ATTENTION_BACKWARD_EFFICIENCY: Final = 0.60
+# Flash-attention rates over the best-shape matmul rate are accelerator calibration data
+# (AcceleratorSpec.attention_efficiency / attention_backward_efficiency, catalog/accelerators.yaml).
 
 #: Real backward work of flash attention over its forward FLOPs: 5 matmuls (recompute S = QK^T, then
 #: dV, dP, dQ, dK) against 2 forward (FlashAttention-2, arXiv 2307.08691, Algorithm 2; its
@@ -213,16 +204,16 @@ def flash_attention_operator(acc: AcceleratorSpec, dtype: str, flops: float, nby
     """One fused flash-attention kernel (FlashAttention-2, arXiv 2307.08691).
 
     ``flops`` is the standard count (full score matrix); the kernel's real work is
-    ``CAUSAL_WORK_FRACTION`` of it when causal. Forward runs at ``FLASH_ATTENTION_EFFICIENCY`` and
+    ``CAUSAL_WORK_FRACTION`` of it when causal. Forward runs at ``acc.attention_efficiency`` and
     backward (``FLASH_ATTENTION_BACKWARD_WORK`` x the forward work) at
-    ``FLASH_ATTENTION_BACKWARD_EFFICIENCY`` of the best-shape matmul rate.
+    ``acc.attention_backward_efficiency`` of the best-shape matmul rate.
     """
     best = acc.peak(dtype) * matmul_efficiency(acc, dtype)
     work = flops * (CAUSAL_WORK_FRACTION if causal else 1.0)
     memory = memory_bound_time_s(acc, nbytes)
-    forward = max(work / (FLASH_ATTENTION_EFFICIENCY * best), memory)
+    forward = max(work / (acc.attention_efficiency * best), memory)
     backward_work = FLASH_ATTENTION_BACKWARD_WORK * work
-    backward = max(backward_work / (FLASH_ATTENTION_BACKWARD_EFFICIENCY * best), 2.0 * memory)
+    backward = max(backward_work / (acc.attention_backward_efficiency * best), 2.0 * memory)
     return OperatorTime("attention", "attention", flops, nbytes, forward, backward, 0.0)
 
 

@@ -31,6 +31,8 @@ class AcceleratorSpec:
         GEMM dimension at which the per-dimension efficiency factor ``d/(d+half)`` is one half.
     memory_efficiency : float
         Achievable fraction of memory bandwidth for streaming (memory-bound) kernels.
+    attention_efficiency, attention_backward_efficiency : float
+        Flash-attention forward and backward rates over the best-shape matmul rate.
     """
 
     name: str = spec_field("custom")
@@ -42,6 +44,10 @@ class AcceleratorSpec:
     matmul_efficiency: dict[str, float] = spec_field({}, gt=0, le=1, keys=DTYPES)
     gemm_half_dim: int = spec_field(128, ge=0)
     memory_efficiency: float = spec_field(0.8, gt=0, le=1)
+    attention_efficiency: float = spec_field(
+        0.70, gt=0, le=1, doc="fused (flash) attention forward rate over the best-shape matmul rate")
+    attention_backward_efficiency: float = spec_field(
+        0.60, gt=0, le=1, doc="fused attention backward rate over the best-shape matmul rate")
     tdp_W: float = spec_field(0.0, unit="W", ge=0)
 
     def __post_init__(self) -> None:

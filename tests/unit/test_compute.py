@@ -159,8 +159,8 @@ def test_flash_attention_backward_uses_real_work() -> None:
     """Flash backward = 2.5x the forward work at the backward efficiency (compute-bound case)."""
     lt = compute.layer_times(LLAMA, A100, "bf16", 1, 8192, 1)
     attn = next(o for o in lt.operators if o.name == "attention")
-    ratio = (compute.FLASH_ATTENTION_BACKWARD_WORK * compute.FLASH_ATTENTION_EFFICIENCY
-             / compute.FLASH_ATTENTION_BACKWARD_EFFICIENCY)
+    ratio = (compute.FLASH_ATTENTION_BACKWARD_WORK * A100.attention_efficiency
+             / A100.attention_backward_efficiency)
     assert attn.backward_s == pytest.approx(ratio * attn.time_s)
     assert attn.flops == pytest.approx(4 * 8192**2 * 4096)  # standard (non-causal) count
     assert attn.wgrad_s == 0.0
