@@ -21,6 +21,7 @@ def check_scenario(s: Scenario) -> None:
     _check_pp(s)
     _check_cp_ep(s)
     _check_hardware(s)
+    _check_perturbations(s)
 
 
 def check_tp_divides_model(tp: int, m: ModelSpec, key: str = "parallelism.tp") -> None:
@@ -93,3 +94,18 @@ def _check_hardware(s: Scenario) -> None:
     if s.cluster.nodes > 1 and topo.scale_out.nics_per_node == 0:
         raise SpecError("cluster.nodes", f"{s.cluster.nodes} nodes but topology {topo.name} has "
                         "no NICs (scale_out.nics_per_node: 0)")
+
+
+def _check_perturbations(s: Scenario) -> None:
+    nodes, gpus = s.cluster.nodes, s.cluster.topology.gpus_per_node
+    for i, slow in enumerate(s.perturbations.gpu_slowdown):
+        if slow.node >= nodes:
+            raise SpecError(f"perturbations.gpu_slowdown[{i}].node",
+                            f"{slow.node} is not a node of this cluster (0..{nodes - 1})")
+        if slow.gpu is not None and slow.gpu >= gpus:
+            raise SpecError(f"perturbations.gpu_slowdown[{i}].gpu",
+                            f"{slow.gpu} is not a GPU of a node (0..{gpus - 1})")
+    for i, link in enumerate(s.perturbations.link_bandwidth):
+        if link.node is not None and link.node >= nodes:
+            raise SpecError(f"perturbations.link_bandwidth[{i}].node",
+                            f"{link.node} is not a node of this cluster (0..{nodes - 1})")

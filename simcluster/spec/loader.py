@@ -38,7 +38,8 @@ def load_scenario(source: Source, overrides: Sequence[str] = ()) -> Scenario:
         resolved = resolve_scenario(raw, base)
         return schema.parse(Scenario, resolved)
     except SpecError as err:
-        override = next((a for a in applied if err.key == a or err.key.startswith(a + ".")), None)
+        override = next((a for a in applied
+                         if err.key == a or err.key.startswith((a + ".", a + "["))), None)
         if override is not None and not err.source:
             raise err.within("--set") from None
         raise err.within(label) from None

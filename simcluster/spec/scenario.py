@@ -19,6 +19,8 @@ SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 RECOMPUTE = ("none", "selective", "full")
 INTER_ARRIVAL = ("exponential", "weibull")
 CHECKPOINT_MODES = ("sync", "async", "in-memory")
+DETECTIONS = ("error", "watchdog")
+LINK_LAYERS = ("scale_up", "scale_out")
 SCENARIO_SCHEMA = "simcluster/scenario/v1"
 
 
@@ -112,6 +114,32 @@ class ExecutionSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GpuSlowdownSpec:
+    """One slow GPU (or every GPU of a node): compute runs at ``factor`` of nominal speed."""
+
+    node: int = spec_field(0, ge=0, doc="node index (node-major numbering)")
+    gpu: int | None = spec_field(None, ge=0, doc="local GPU index; null = every GPU of the node")
+    factor: float = spec_field(gt=0, le=1, doc="compute speed over nominal (0.5 = half speed)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LinkBandwidthSpec:
+    """A degraded fabric layer on one node or on every node: bandwidth times ``factor``."""
+
+    layer: str = spec_field("scale_out", choices=LINK_LAYERS)
+    node: int | None = spec_field(None, ge=0, doc="node index; null = every node")
+    factor: float = spec_field(gt=0, doc="bandwidth over nominal (0.5: 800G degraded to 400G)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PerturbationsSpec:
+    """What breaks the cluster's symmetry in the iteration engine (stragglers, degraded links)."""
+
+    gpu_slowdown: tuple[GpuSlowdownSpec, ...] = spec_field(())
+    link_bandwidth: tuple[LinkBandwidthSpec, ...] = spec_field(())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class TrainingSpec:
     """The training run: tokens to train on."""
 
@@ -124,6 +152,16 @@ class FailureClassSpec:
 
     share: float = spec_field(ge=0, le=1)
     detect_s: float = spec_field(60.0, unit="s", ge=0)
+    detection: str = spec_field("error", choices=DETECTIONS,
+                                doc="error: detected after detect_s; watchdog: a hang, detected after "
+                                    "reliability.watchdog_timeout_s")
+    domain_nodes: int = spec_field(1, ge=1, doc="nodes taken out by one event (a ToR switch: 2)")
+    replace: bool = spec_field(True, doc="failed nodes are swapped for spares/replacements; "
+                                         "false: restart in place (software, hang)")
+    in_memory_restore: bool = spec_field(False, doc="host memory survives, so in-memory checkpoints "
+                                                    "can be reloaded (process-restart recoverable)")
+    weibull_shape: float | None = spec_field(None, gt=0,
+                                             doc="per-class override of reliability.weibull_shape")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,6 +177,26 @@ class ReliabilitySpec:
     restart_s: float = spec_field(300.0, unit="s", ge=0)
     spares: int = spec_field(0, ge=0)
     replace_s: float = spec_field(7200.0, unit="s", ge=0)
+    watchdog_timeout_s: float = spec_field(600.0, unit="s", ge=0,
+                                           doc="hang detection: NCCL watchdog timeout (PyTorch default 10 min)")
+    warmup_s: float = spec_field(60.0, unit="s", ge=0, doc="warm-up/recompile after a restart")
+    init_per_node_s: float = spec_field(0.0, unit="s", ge=0,
+                                        doc="communicator init growth: added to restart_s per job node")
+    maintenance_s: float = spec_field(0.0, unit="s", ge=0,
+                                      doc="downtime of a planned interruption after its graceful checkpoint")
+    repair_median_s: float = spec_field(14400.0, unit="s", gt=0,
+                                        doc="median repair time of a failed node (lognormal) before it "
+                                            "returns to the spare pool")
+    repair_sigma: float = spec_field(1.0, ge=0, doc="lognormal sigma of the repair time")
+    elastic: bool = spec_field(False, doc="continue with fewer DP replicas while waiting for nodes")
+    stragglers_per_node_day: float = spec_field(0.0, ge=0, doc="fail-slow episodes per node-day")
+    straggler_slowdown: float = spec_field(2.0, ge=1, doc="step-time multiplier during an episode "
+                                                          "(e.g. 2 for a comm-bound step on 800G->400G)")
+    straggler_median_s: float = spec_field(1440.0, unit="s", gt=0,
+                                           doc="median episode length (lognormal; GREYHOUND ~24 min)")
+    straggler_sigma: float = spec_field(1.0, ge=0, doc="lognormal sigma of the episode length")
+    straggler_detect_s: float | None = spec_field(600.0, unit="s", ge=0,
+                                                  doc="time to detect and evict a straggler; null: never")
     horizon_s: float | None = spec_field(None, unit="days", gt=0)
 
     def __post_init__(self) -> None:
@@ -155,6 +213,16 @@ class CheckpointSpec:
     mode: str = spec_field("sync", choices=CHECKPOINT_MODES)
     storage_write_Bps: float = spec_field(100e9, unit="GBps", gt=0)
     storage_read_Bps: float = spec_field(100e9, unit="GBps", gt=0)
+    bytes_per_param: float = spec_field(14.0, gt=0, doc="checkpoint bytes per parameter (bf16 weights 2 "
+                                                        "+ fp32 master 4 + Adam m 4 + v 4)")
+    snapshot_s: float = spec_field(1.0, unit="s", ge=0,
+                                   doc="blocking device-to-host snapshot of async and in-memory modes")
+    persist_interval_s: float | None = spec_field(None, unit="min", gt=0,
+                                                  doc="in-memory mode: how often a snapshot is also "
+                                                      "persisted to storage; null: every snapshot")
+    peer_copy: bool = spec_field(False, doc="in-memory mode: snapshots are replicated to a peer node "
+                                            "(Gemini), so they survive node loss")
+    memory_load_s: float = spec_field(30.0, unit="s", ge=0, doc="restore time from host or peer memory")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -186,6 +254,7 @@ class Scenario:
     parallelism: ParallelismSpec = spec_field()
     precision: str = spec_field("bf16", choices=DTYPES)
     execution: ExecutionSpec = spec_field(ExecutionSpec())
+    perturbations: PerturbationsSpec = spec_field(PerturbationsSpec())
     training: TrainingSpec = spec_field(TrainingSpec())
     reliability: ReliabilitySpec | None = spec_field(None)
     checkpoint: CheckpointSpec | None = spec_field(None)
