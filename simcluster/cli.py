@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from simcluster import catalog
+from simcluster import catalog, cli_collective
 from simcluster.errors import SpecError
 from simcluster.report.catalog import TABLES
 from simcluster.report.run import run_text
@@ -32,7 +32,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    result = simulate(load_scenario(args.scenario, args.set)).to_dict()
+    result = simulate(load_scenario(args.scenario, args.set), contention=args.contention).to_dict()
     text = json.dumps(result, indent=2) if args.json else run_text(result)
     print(text)
     return 0
@@ -75,12 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="scenario YAML file")
     _add_set(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--contention", choices=("auto", "on", "off"), default="auto",
+                   help="Tier B flow-level contention of DP and PP traffic: auto (default) runs it "
+                        "only on oversubscribed fabrics or degraded nodes")
     p.set_defaults(handler=_run)
     p = sub.add_parser("validate", help="check a scenario and print it fully resolved as YAML")
     p.add_argument("scenario", help="scenario YAML file")
     _add_set(p)
     p.set_defaults(handler=_validate)
     _add_topology(sub)
+    cli_collective.add_parser(sub)
     p = sub.add_parser("catalog", help="list the presets (accelerators, models, topologies)")
     p.add_argument("kind", nargs="?", choices=catalog.KINDS)
     p.set_defaults(handler=_catalog)

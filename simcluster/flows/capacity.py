@@ -12,7 +12,9 @@ uncontended ring in Tier B has Tier A's bandwidth term at large sizes. Classes b
   ``nvlink-bridge``); otherwise 1, since they only carry GPUDirect traffic to a NIC whose class
   already holds the path's efficiency.
 
-Degraded links (an 800G -> 400G port, a node's NICs at half rate) scale chosen edges.
+Degraded links (an 800G -> 400G port, a node's NICs at half rate) scale chosen edges. A sprayed
+leaf uplink bundle (:data:`simcluster.flows.plan.SPINES`) gets its member count times its smallest
+member's capacity.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Iterable, Mapping
 import networkx as nx
 
 from simcluster.errors import SpecError
+from simcluster.flows.plan import SPINES
 from simcluster.perf.collectives_calibration import PROTOCOLS, match_class
 from simcluster.spec.hardware import TopologySpec
 from simcluster.topology import Edge
@@ -69,8 +72,33 @@ def link_capacities(graph: nx.DiGraph, edges: Iterable[Edge], protocol: str = "S
     """
     eff = efficiencies(graph.graph["topology"], protocol)
     factors = degraded or {}
-    return {e: float(graph.edges[e]["bandwidth_Bps"]) * eff.get(graph.edges[e]["link"], 1.0)
-            * factors.get(e, 1.0) for e in edges}
+    out = {}
+    for edge in edges:
+        members = bundle_members(graph, edge)
+        if members is None:
+            out[edge] = _effective(graph, edge, eff, factors)
+        else:  # an even split over the members: the smallest binds (routes.py)
+            out[edge] = len(members) * min(_effective(graph, e, eff, factors) for e in members)
+    return out
+
+
+def _effective(graph: nx.DiGraph, edge: Edge, eff: Mapping[str, float],
+               factors: Mapping[Edge, float]) -> float:
+    data = graph.succ[edge[0]][edge[1]]
+    return float(data["bandwidth_Bps"]) * eff.get(data["link"], 1.0) * factors.get(edge, 1.0)
+
+
+def bundle_members(graph: nx.DiGraph, edge: Edge) -> list[Edge] | None:
+    """The leaf-spine edges a bundle edge ``(leaf, SPINES)`` or ``(SPINES, leaf)`` stands for.
+
+    None for an ordinary edge of the graph.
+    """
+    u, v = edge
+    if v == SPINES:
+        return [(u, s) for s in graph.successors(u) if graph.nodes[s]["kind"] == "spine"]
+    if u == SPINES:
+        return [(s, v) for s in graph.predecessors(v) if graph.nodes[s]["kind"] == "spine"]
+    return None
 
 
 def degrade(edges: Iterable[Edge], factor: float,

@@ -35,7 +35,7 @@ class FlowResult:
     finish_s : tuple[float, ...]
         Completion time of each transfer, seconds (``inf`` if a flow never gets bandwidth).
     solves : int
-        Max-min solves performed (one per change of the active set).
+        Max-min solves performed (one per change of a non-empty active set).
     """
 
     finish_s: tuple[float, ...]
@@ -58,29 +58,22 @@ class _Index:
 
 
 def _index(transfers: Sequence[Transfer], capacity_Bps: Mapping[Edge, float]) -> _Index:
-    links: dict[Edge, int] = {}
-    rows: list[int] = []
-    cols: list[int] = []
-    weights: list[float] = []
     classes: list[FlowClass] = []
     owner: list[tuple[int, int]] = []
     members: dict[tuple[int, int], list[int]] = {}
     for t, transfer in enumerate(transfers):
         for p, phase in enumerate(transfer.phases):
-            members[t, p] = []
-            for c in phase.classes:
-                members[t, p].append(len(classes))
-                for edge, w in c.usage:
-                    rows.append(links.setdefault(edge, len(links)))
-                    cols.append(len(classes))
-                    weights.append(w)
-                classes.append(c)
-                owner.append((t, p))
-    cap = np.array([_capacity(capacity_Bps, e) for e in links], dtype=np.float64)
+            members[t, p] = list(range(len(classes), len(classes) + len(phase.classes)))
+            classes.extend(phase.classes)
+            owner.extend([(t, p)] * len(phase.classes))
+    edges = [e for c in classes for e, _ in c.usage]
+    links = {e: i for i, e in enumerate(dict.fromkeys(edges))}
+    cols = np.repeat(np.arange(len(classes), dtype=np.intp), [len(c.usage) for c in classes])
     crossing = np.zeros(len(classes), dtype=bool)
     crossing[cols] = True
-    return _Index(np.array(rows, dtype=np.intp), np.array(cols, dtype=np.intp),
-                  np.array(weights, dtype=np.float64), cap,
+    return _Index(np.array([links[e] for e in edges], dtype=np.intp), cols,
+                  np.array([w for c in classes for _, w in c.usage], dtype=np.float64),
+                  np.array([_capacity(capacity_Bps, e) for e in links], dtype=np.float64),
                   np.array([c.multiplicity for c in classes], dtype=np.float64),
                   np.array([c.bytes_per_flow for c in classes], dtype=np.float64), owner,
                   crossing, members)
@@ -148,9 +141,9 @@ def _schedule(state: _State, transfers: Sequence[Transfer], t: int, p: int, at_s
 
 
 def _solve(idx: _Index, state: _State) -> FloatArray:
-    state.solves += 1
     if not state.active.any():
         return np.zeros(state.active.size)
+    state.solves += 1
     return max_min_rates(idx.link_of, idx.class_of, idx.weight, idx.capacity, idx.multiplicity,
                          state.active)
 

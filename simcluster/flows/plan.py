@@ -16,8 +16,12 @@ from dataclasses import dataclass, replace
 
 from simcluster.topology import Edge
 
+#: Virtual vertex of a sprayed leaf uplink bundle: ``(leaf, SPINES)`` stands for the edges from
+#: ``leaf`` to every spine, ``(SPINES, leaf)`` for those back; see :mod:`.routes`.
+SPINES = ("spine", "*")
+
 Usage = tuple[tuple[Edge, float], ...]
-"""``((edge, crossings per flow), ...)``, sorted by edge."""
+"""``((edge, crossings per flow), ...)``, each edge once, in no particular order."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +88,7 @@ def merge_usage(parts: Iterable[Usage]) -> Usage:
     for usage in parts:
         for edge, weight in usage:
             total[edge] = total.get(edge, 0.0) + weight
-    return tuple(sorted(total.items()))
+    return tuple(total.items())
 
 
 def group_classes(classes: Iterable[FlowClass]) -> tuple[FlowClass, ...]:
@@ -92,11 +96,12 @@ def group_classes(classes: Iterable[FlowClass]) -> tuple[FlowClass, ...]:
 
     Exact: identical flows on identical links get identical max-min rates (network.md 7.2 item 1).
     """
-    merged: dict[tuple[Usage, float], int] = {}
+    merged: dict[tuple[frozenset[tuple[Edge, float]], float], FlowClass] = {}
     for c in classes:
-        key = (c.usage, c.bytes_per_flow)
-        merged[key] = merged.get(key, 0) + c.multiplicity
-    return tuple(FlowClass(u, b, m) for (u, b), m in merged.items())
+        key = (frozenset(c.usage), c.bytes_per_flow)
+        seen = merged.get(key)
+        merged[key] = c if seen is None else replace(seen, multiplicity=seen.multiplicity + c.multiplicity)
+    return tuple(merged.values())
 
 
 def scaled(transfer: Transfer, factor: float) -> Transfer:

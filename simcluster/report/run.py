@@ -19,6 +19,10 @@ def run_text(d: dict[str, Any]) -> str:
         f"bubble          {d['bubble_fraction']:.1%} of the step",
         f"DP reduction    {d['dp_comm_total_s']:.4g} s, of which {d['dp_comm_hidden_s']:.4g} s hidden",
     ]
+    slowed = {k: f for k, f in d.get("contention", {}).items() if f > 1.0}
+    if slowed:
+        head.append("contention      " + ", ".join(f"{k} x{f:.2f}" for k, f in slowed.items())
+                    + " (Tier B: traffic sharing links)")
     if d["time_to_train_days"] is not None:
         cost = "" if d["cost_usd"] is None else f"   ${d['cost_usd']:,.0f}"
         head.append(f"time to train   {d['time_to_train_days']:.2f} days   "

@@ -9,11 +9,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import dataclasses
+
+from simcluster.flows import contention as tier_b_contention
 from simcluster.perf.cost import training_cost
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
 from simcluster.perf.step import StepEstimate, estimate_step
+from simcluster.run.perturb import degraded_nodes, needs_contention, with_uniform_links
 from simcluster.spec.scenario import Scenario
 from simcluster.units import GiB
+
+CONTENTION_MODES = ("auto", "on", "off")
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +30,7 @@ class RunResult:
     step: StepEstimate
     memory: MemoryEstimate
     engine: str = "analytical"
+    contention: dict[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The output fields of DESIGN.md section 3.3 as plain JSON-ready values."""
@@ -46,6 +53,7 @@ class RunResult:
             "bubble_fraction": step.bubble_fraction,
             "time_breakdown_s": step.breakdown.as_dict(),
             "dp_comm_total_s": step.dp_total_s, "dp_comm_hidden_s": step.dp_hidden_s,
+            "contention": dict(self.contention),
             **self._training(tokens_per_s),
             "goodput": None, "expected_time_to_train_days": None, "lost_time_breakdown_h": None,
         }
@@ -69,7 +77,30 @@ class RunResult:
                 "cost_usd": cost.cost_usd}
 
 
-def simulate(scenario: Scenario) -> RunResult:
-    """Estimate one training step of ``scenario`` (analytical engine)."""
-    return RunResult(scenario, estimate_step(scenario),
-                     estimate_memory(scenario, flash_attention=scenario.execution.flash_attention))
+def simulate(scenario: Scenario, contention: str = "auto") -> RunResult:
+    """Estimate one training step of ``scenario`` (analytical engine).
+
+    Parameters
+    ----------
+    scenario : Scenario
+        The resolved scenario; uniform link degradations (``perturbations.link_bandwidth`` with
+        ``node: null``) are folded into its topology first.
+    contention : str
+        ``auto`` (Tier B only where it can differ from Tier A: oversubscribed fabric or a degraded
+        node), ``on`` or ``off``. The factors multiply the exposed DP and PP communication.
+    """
+    s = with_uniform_links(scenario)
+    step = estimate_step(s)
+    factors: dict[str, float] = {}
+    if contention == "on" or (contention == "auto" and needs_contention(s)):
+        factors = tier_b_contention(s, degraded_nodes=degraded_nodes(s))
+        step = apply_contention(step, factors)
+    memory = estimate_memory(s, flash_attention=s.execution.flash_attention)
+    return RunResult(scenario, step, memory, contention=factors)
+
+
+def apply_contention(step: StepEstimate, factors: dict[str, float]) -> StepEstimate:
+    """``step`` with each category of ``factors`` slowed by its factor (the step grows to match)."""
+    scaled = {k: v * factors.get(k, 1.0) for k, v in step.breakdown.as_dict().items()}
+    breakdown = type(step.breakdown)(**scaled)
+    return dataclasses.replace(step, breakdown=breakdown, iteration_time_s=breakdown.total_s)
