@@ -12,7 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from simcluster import catalog, cli_collective
+from simcluster import catalog, cli_collective, cli_reliability
 from simcluster.errors import SpecError
 from simcluster.report.catalog import TABLES
 from simcluster.report.run import run_text
@@ -85,6 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_validate)
     _add_topology(sub)
     cli_collective.add_parser(sub)
+    cli_reliability.add_parser(sub)
     p = sub.add_parser("catalog", help="list the presets (accelerators, models, topologies)")
     p.add_argument("kind", nargs="?", choices=catalog.KINDS)
     p.set_defaults(handler=_catalog)
@@ -124,6 +125,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # output piped into `head` and closed early: not an error
+        sys.stderr.close()
+        return 0
     except Exception:
         traceback.print_exc()
         print("simcluster: internal error (a bug; please report it with the scenario)", file=sys.stderr)

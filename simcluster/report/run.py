@@ -27,6 +27,10 @@ def run_text(d: dict[str, Any]) -> str:
         cost = "" if d["cost_usd"] is None else f"   ${d['cost_usd']:,.0f}"
         head.append(f"time to train   {d['time_to_train_days']:.2f} days   "
                     f"{d['gpu_hours']:,.0f} GPU-hours{cost}")
+    if d["goodput"] is not None:
+        head.append(f"with failures   goodput {d['goodput']:.1%}, expected "
+                    f"{d['expected_time_to_train_days']:.2f} days to train "
+                    f"(see 'simcluster reliability' for the breakdown and interval sweep)")
     rows = [[k, v, v / t if t else 0.0] for k, v in d["time_breakdown_s"].items()]
     rows.append(["total", sum(d["time_breakdown_s"].values()), 1.0])
     table = format_table(["time breakdown", "seconds", "share"],

@@ -12,6 +12,7 @@ from typing import Any
 import dataclasses
 
 from simcluster.flows import contention as tier_b_contention
+from simcluster.horizon import simulate_reliability
 from simcluster.perf.cost import training_cost
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
 from simcluster.perf.step import StepEstimate, estimate_step
@@ -31,6 +32,7 @@ class RunResult:
     memory: MemoryEstimate
     engine: str = "analytical"
     contention: dict[str, float] = dataclasses.field(default_factory=dict)
+    reliability: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The output fields of DESIGN.md section 3.3 as plain JSON-ready values."""
@@ -55,8 +57,18 @@ class RunResult:
             "dp_comm_total_s": step.dp_total_s, "dp_comm_hidden_s": step.dp_hidden_s,
             "contention": dict(self.contention),
             **self._training(tokens_per_s),
-            "goodput": None, "expected_time_to_train_days": None, "lost_time_breakdown_h": None,
+            **self._reliability(),
         }
+
+    def _reliability(self) -> dict[str, Any]:
+        r = self.reliability
+        if r is None:
+            return {"goodput": None, "expected_time_to_train_days": None,
+                    "lost_time_breakdown_h": None}
+        return {"goodput": r["goodput"],
+                "expected_time_to_train_days": r["time_to_train_days"]["mean"],
+                "lost_time_breakdown_h": r["lost_time_breakdown_h"],
+                "reliability": r}
 
     def _memory_dict(self) -> dict[str, Any]:
         stage = self.memory.stages[self.memory.peak_stage]
@@ -77,8 +89,10 @@ class RunResult:
                 "cost_usd": cost.cost_usd}
 
 
-def simulate(scenario: Scenario, contention: str = "auto") -> RunResult:
-    """Estimate one training step of ``scenario`` (analytical engine).
+def simulate(scenario: Scenario, contention: str = "auto",
+             reliability_replicas: int = 100) -> RunResult:
+    """Estimate one training step of ``scenario`` (analytical engine), and the whole run's
+    goodput when ``reliability`` and ``training.tokens`` are given.
 
     Parameters
     ----------
@@ -88,6 +102,8 @@ def simulate(scenario: Scenario, contention: str = "auto") -> RunResult:
     contention : str
         ``auto`` (Tier B only where it can differ from Tier A: oversubscribed fabric or a degraded
         node), ``on`` or ``off``. The factors multiply the exposed DP and PP communication.
+    reliability_replicas : int
+        Monte Carlo replicas of the horizon engine (seeded by ``scenario.seed``).
     """
     s = with_uniform_links(scenario)
     step = estimate_step(s)
@@ -96,7 +112,11 @@ def simulate(scenario: Scenario, contention: str = "auto") -> RunResult:
         factors = tier_b_contention(s, degraded_nodes=degraded_nodes(s))
         step = apply_contention(step, factors)
     memory = estimate_memory(s, flash_attention=s.execution.flash_attention)
-    return RunResult(scenario, step, memory, contention=factors)
+    horizon = None
+    if s.reliability is not None and s.training.tokens is not None:
+        horizon = simulate_reliability(s, reliability_replicas,
+                                       step_time_s=step.iteration_time_s).to_dict()
+    return RunResult(scenario, step, memory, contention=factors, reliability=horizon)
 
 
 def apply_contention(step: StepEstimate, factors: dict[str, float]) -> StepEstimate:

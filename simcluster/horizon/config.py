@@ -1,0 +1,255 @@
+"""The horizon engine's own frozen configuration, built from a scenario in one adapter.
+
+``horizon_config`` is the only place that reads the ``reliability:`` and ``checkpoint:`` keys.
+Everything is SI (seconds, bytes, bytes per second, events per second).
+
+Defaults follow reference/failures.md section 4.2; the default class mix is Llama 3 Table 5
+(arXiv 2407.21783), grouped by component, calibrated to the counts (not the printed percentages).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from simcluster.errors import SpecError
+from simcluster.perf.params import count_params
+from simcluster.perf.reliability import checkpoint_bytes, transfer_time_s
+from simcluster.spec.scenario import CheckpointSpec, ReliabilitySpec, Scenario
+
+DAY_S = 86400.0
+MODES = ("sync", "async", "in-memory", "none")
+#: The synthetic class of straggler evictions (counted as interruptions, not failures).
+STRAGGLER = "straggler"
+PLANNED = "planned"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FailureClass:
+    """One failure class: its rate and how the job gets over it.
+
+    Attributes:
+        name: class name (``gpu``, ``network``...).
+        rate_per_node_s: events per node per second.
+        detect_s: failure to detection (error report, or the watchdog timeout of a hang).
+        domain_nodes: nodes taken out by one event (a ToR switch takes its rack).
+        replace: the failed nodes must be swapped; ``False`` restarts in place.
+        in_memory_restore: host memory survives, so in-memory snapshots can be reloaded.
+        weibull_shape: Weibull shape of the per-node renewal process; ``None``: exponential.
+    """
+
+    name: str
+    rate_per_node_s: float
+    detect_s: float
+    domain_nodes: int = 1
+    replace: bool = True
+    in_memory_restore: bool = False
+    weibull_shape: float | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckpointPlan:
+    """How the job checkpoints (reference/failures.md s4.3, item 3).
+
+    Attributes:
+        mode: ``sync`` (block for the whole write), ``async`` (block ``blocking_s``, persist in the
+            background), ``in-memory`` (snapshot to host memory; persist every ``persist_every``-th
+            snapshot), ``none`` (no checkpoints: restart from the beginning).
+        interval_s: useful work between snapshots.
+        blocking_s: training stall per snapshot (sync: the full write).
+        persist_s: background write to storage (0 for sync).
+        persist_every: in-memory mode: every n-th snapshot is also persisted.
+        load_s: restore from storage; memory_load_s: restore from host or peer memory.
+        peer_copy: in-memory snapshots are replicated on a peer node.
+        size_bytes: checkpoint size; write_s: its write time at the storage bandwidth.
+    """
+
+    mode: str = "sync"
+    interval_s: float = 3600.0
+    blocking_s: float = 0.0
+    persist_s: float = 0.0
+    persist_every: int = 1
+    load_s: float = 0.0
+    memory_load_s: float = 0.0
+    peer_copy: bool = False
+    size_bytes: float = 0.0
+    write_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StragglerPlan:
+    """Fail-slow episodes: rate, slowdown, lognormal length, time to detect and evict."""
+
+    rate_per_node_s: float = 0.0
+    slowdown: float = 2.0
+    median_s: float = 1440.0
+    sigma: float = 1.0
+    detect_s: float = math.inf
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HorizonConfig:
+    """Everything one replica of the horizon engine needs (SI units).
+
+    ``work_s`` is the useful work of the whole run (steps x nominal step time); the replica ends at
+    ``min(work done, horizon_s)``. ``restart_s`` already includes communicator init growing with the
+    node count.
+    """
+
+    nodes: int
+    work_s: float
+    horizon_s: float = math.inf
+    step_s: float = 1.0
+    classes: tuple[FailureClass, ...] = ()
+    planned_per_s: float = 0.0
+    maintenance_s: float = 0.0
+    diagnose_s: float = 0.0
+    restart_s: float = 0.0
+    warmup_s: float = 0.0
+    spares: int = 0
+    replace_s: float = 0.0
+    repair_median_s: float = 14400.0
+    repair_sigma: float = 1.0
+    elastic: bool = False
+    dp: int = 1
+    nodes_per_replica: int = 1
+    checkpoint: CheckpointPlan = field(default_factory=CheckpointPlan)
+    stragglers: StragglerPlan = field(default_factory=StragglerPlan)
+
+    @property
+    def failure_rate_s(self) -> float:
+        """Unexpected failures of the whole job per second (all classes)."""
+        return self.nodes * sum(c.rate_per_node_s for c in self.classes)
+
+    @property
+    def class_names(self) -> tuple[str, ...]:
+        """Failure classes, then the straggler evictions and planned interruptions."""
+        return (*(c.name for c in self.classes), STRAGGLER, PLANNED)
+
+
+#: Llama 3 Table 5 counts grouped by component (sum 419): gpu = faulty GPU 148 + SRAM 19 + GSP 17 +
+#: thermal 6 + SDC 6; hbm = HBM3 72; host = unplanned host maintenance 32 + SSD 3 + PSU 3 + chassis
+#: 2 + IO board 2 + CPU 2 + system memory 2; nic = 7; network = switch/cable 35; software = bug 54 +
+#: dependency 2; hang = NCCL watchdog timeouts 7. Per class: count, detect_s, detection, domain nodes
+#: (one ToR per 2 servers, Llama 3 s3.3.1), replace, in_memory_restore. Detection 30 s for explicit
+#: errors (Minder/Mycroft), hangs by the watchdog (reference/failures.md s4.2).
+LLAMA3_CLASSES: dict[str, tuple[int, float, str, int, bool, bool]] = {
+    "gpu": (196, 30.0, "error", 1, True, False),
+    "hbm": (72, 30.0, "error", 1, True, False),
+    "host": (46, 60.0, "error", 1, True, False),
+    "nic": (7, 60.0, "error", 1, True, False),
+    "network": (35, 60.0, "error", 2, True, False),
+    "software": (56, 30.0, "error", 1, False, True),
+    "hang": (7, 600.0, "watchdog", 1, False, True),
+}
+
+
+def default_classes(rate_per_node_s: float, watchdog_s: float) -> tuple[FailureClass, ...]:
+    """The Llama 3 Table 5 mix at a total rate of ``rate_per_node_s``."""
+    total = sum(row[0] for row in LLAMA3_CLASSES.values())
+    return tuple(
+        FailureClass(name=name, rate_per_node_s=rate_per_node_s * count / total,
+                     detect_s=watchdog_s if how == "watchdog" else detect,
+                     domain_nodes=domain, replace=replace, in_memory_restore=in_memory)
+        for name, (count, detect, how, domain, replace, in_memory) in LLAMA3_CLASSES.items())
+
+
+def failure_classes(rel: ReliabilitySpec) -> tuple[FailureClass, ...]:
+    """The scenario's classes (Llama 3 mix when none are given), rates per node per second."""
+    rate = rel.failure_rate_per_node_day / DAY_S
+    watchdog = float(rel.watchdog_timeout_s)
+    shape = rel.weibull_shape if rel.inter_arrival == "weibull" else None
+    if not rel.classes:
+        return tuple(_with_shape(c, shape) for c in default_classes(rate, watchdog))
+    out = []
+    for name, spec in rel.classes.items():
+        own_shape = spec.weibull_shape
+        out.append(FailureClass(
+            name=name, rate_per_node_s=rate * spec.share,
+            detect_s=watchdog if spec.detection == "watchdog" else spec.detect_s,
+            domain_nodes=int(spec.domain_nodes), replace=bool(spec.replace),
+            in_memory_restore=bool(spec.in_memory_restore),
+            weibull_shape=own_shape if own_shape is not None else shape))
+    return tuple(out)
+
+
+def _with_shape(c: FailureClass, shape: float | None) -> FailureClass:
+    return FailureClass(name=c.name, rate_per_node_s=c.rate_per_node_s, detect_s=c.detect_s,
+                        domain_nodes=c.domain_nodes, replace=c.replace,
+                        in_memory_restore=c.in_memory_restore, weibull_shape=shape)
+
+
+def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float) -> CheckpointPlan:
+    """Checkpoint timings: size = bytes_per_param x params; write/read at the storage bandwidth.
+
+    The interval is rounded to whole steps (at least one).
+    """
+    if ck is None:
+        return CheckpointPlan(mode="none", interval_s=math.inf)
+    size = checkpoint_bytes(params, float(ck.bytes_per_param))
+    write_s = transfer_time_s(size, ck.storage_write_Bps)
+    interval = max(1, round(ck.interval_s / step_s)) * step_s
+    snapshot_s = float(ck.snapshot_s)
+    persist_interval = ck.persist_interval_s
+    every = 1 if persist_interval is None else max(1, round(float(persist_interval) / interval))
+    sync = ck.mode == "sync"
+    return CheckpointPlan(
+        mode=ck.mode, interval_s=interval, blocking_s=write_s if sync else snapshot_s,
+        persist_s=0.0 if sync else write_s, persist_every=every if ck.mode == "in-memory" else 1,
+        load_s=transfer_time_s(size, ck.storage_read_Bps),
+        memory_load_s=float(ck.memory_load_s),
+        peer_copy=bool(ck.peer_copy), size_bytes=size, write_s=write_s)
+
+
+def straggler_plan(rel: ReliabilitySpec) -> StragglerPlan:
+    """Fail-slow episodes (off unless ``stragglers_per_node_day`` > 0)."""
+    detect = rel.straggler_detect_s
+    return StragglerPlan(
+        rate_per_node_s=float(rel.stragglers_per_node_day) / DAY_S,
+        slowdown=float(rel.straggler_slowdown),
+        median_s=float(rel.straggler_median_s),
+        sigma=float(rel.straggler_sigma),
+        detect_s=math.inf if detect is None else float(detect))
+
+
+def work_s(scenario: Scenario, step_s: float) -> float:
+    """Useful work of the run: ``ceil(tokens / (global_batch * seq_len))`` steps x step time."""
+    tokens = scenario.training.tokens
+    rel = scenario.reliability
+    if tokens is None:
+        if rel is not None and rel.horizon_s is not None:
+            return math.inf
+        raise SpecError("training.tokens", "needed by the reliability simulation "
+                        "(or set reliability.horizon_days)")
+    per_step = scenario.parallelism.global_batch * scenario.model.seq_len
+    return math.ceil(tokens / per_step) * step_s
+
+
+def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | None = None
+                   ) -> HorizonConfig:
+    """Build the engine's configuration from ``scenario`` with nominal step time ``step_s``.
+
+    ``interval_s`` overrides ``checkpoint.interval`` (the interval sweep).
+    """
+    rel = scenario.reliability or ReliabilitySpec()
+    ck = scenario.checkpoint
+    if interval_s is not None:
+        base = ck or CheckpointSpec()
+        ck = dataclasses.replace(base, interval_s=interval_s)
+    nodes = scenario.cluster.nodes
+    par = scenario.parallelism
+    gpus_per_node = scenario.cluster.topology.gpus_per_node
+    per_replica = max(1, (par.tp * par.pp * par.cp) // gpus_per_node)
+    return HorizonConfig(
+        nodes=nodes, work_s=work_s(scenario, step_s),
+        horizon_s=math.inf if rel.horizon_s is None else rel.horizon_s, step_s=step_s,
+        classes=failure_classes(rel), planned_per_s=rel.planned_per_day / DAY_S,
+        maintenance_s=float(rel.maintenance_s), diagnose_s=rel.diagnose_s,
+        restart_s=rel.restart_s + float(rel.init_per_node_s) * nodes,
+        warmup_s=float(rel.warmup_s), spares=rel.spares, replace_s=rel.replace_s,
+        repair_median_s=float(rel.repair_median_s),
+        repair_sigma=float(rel.repair_sigma),
+        elastic=bool(rel.elastic), dp=par.dp, nodes_per_replica=per_replica,
+        checkpoint=checkpoint_plan(ck, float(count_params(scenario.model).total), step_s),
+        stragglers=straggler_plan(rel))

@@ -1,0 +1,107 @@
+"""Properties of the horizon engine over random parameters (hypothesis).
+
+- conservation: elapsed - useful equals the sum of the lost-time buckets, for every replica;
+- no failures (and no stragglers or maintenance): the only lost time is checkpoint blocking;
+- more frequent failures never raise goodput, faster checkpoint writes never lower it. These hold
+  in expectation, not on every sample path (a failure can shift checkpoints so that a later one
+  loses less), so they are checked on paired replicas (same seeds) with a 4-sigma allowance for
+  Monte Carlo error.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simcluster.horizon import CheckpointPlan, FailureClass, HorizonConfig, StragglerPlan, simulate_config
+
+HOUR = 3600.0
+modes = st.sampled_from(["sync", "async", "in-memory"])
+
+
+def _cfg(mtbf_h: float, interval_h: float, write_s: float, mode: str = "sync", *, spares: int = 4,
+         straggle: float = 0.0, planned: float = 0.0, elastic: bool = False) -> HorizonConfig:
+    rate = 1.0 / (mtbf_h * HOUR) / 4
+    classes = (FailureClass(name="hw", rate_per_node_s=rate * 0.7, detect_s=30.0),
+               FailureClass(name="sw", rate_per_node_s=rate * 0.3, detect_s=600.0, replace=False,
+                            in_memory_restore=True))
+    ck = CheckpointPlan(mode=mode, interval_s=interval_h * HOUR,
+                        blocking_s=write_s if mode == "sync" else 1.0,
+                        persist_s=0.0 if mode == "sync" else write_s, persist_every=3,
+                        load_s=write_s, memory_load_s=10.0, write_s=write_s)
+    return HorizonConfig(nodes=4, work_s=100 * HOUR, horizon_s=2000 * HOUR, classes=classes, diagnose_s=120.0,
+                         restart_s=300.0, warmup_s=60.0, spares=spares, replace_s=2 * HOUR,
+                         elastic=elastic, dp=4, nodes_per_replica=1, planned_per_s=planned / HOUR,
+                         maintenance_s=600.0, checkpoint=ck,
+                         stragglers=StragglerPlan(rate_per_node_s=straggle / HOUR, slowdown=2.0,
+                                                  median_s=1800.0, detect_s=900.0))
+
+
+@settings(max_examples=30, deadline=None)
+@given(mtbf_h=st.floats(2.0, 50.0), interval_h=st.floats(0.05, 2.0), write_s=st.floats(0.0, 600.0),
+       mode=modes, spares=st.integers(0, 3), straggle=st.floats(0.0, 0.1),
+       planned=st.floats(0.0, 0.1), elastic=st.booleans(), seed=st.integers(0, 2**32 - 1))
+def test_breakdown_always_sums(mtbf_h: float, interval_h: float, write_s: float, mode: str,
+                               spares: int, straggle: float, planned: float, elastic: bool,
+                               seed: int) -> None:
+    cfg = _cfg(mtbf_h, interval_h, write_s, mode, spares=spares, straggle=straggle, planned=planned,
+               elastic=elastic)
+    for rec in simulate_config(cfg, replicas=3, seed=seed).records:
+        assert all(v >= -1e-9 for v in rec.lost_s)
+        assert math.isclose(rec.elapsed_s - rec.useful_s, sum(rec.lost_s), rel_tol=1e-9, abs_tol=1e-6)
+        assert rec.completed == math.isclose(rec.useful_s, cfg.work_s, rel_tol=1e-9)
+
+
+@settings(max_examples=20, deadline=None)
+@given(interval_h=st.floats(0.05, 5.0), write_s=st.floats(0.0, 600.0), mode=modes,
+       seed=st.integers(0, 2**32 - 1))
+def test_no_failures_no_lost_time(interval_h: float, write_s: float, mode: str, seed: int) -> None:
+    cfg = _cfg(1e12, interval_h, write_s, mode)
+    rec = simulate_config(cfg, replicas=1, seed=seed).records[0]
+    assert sum(rec.lost_s) == rec.lost_s[0]
+    snapshots = math.ceil(cfg.work_s / cfg.checkpoint.interval_s - 1e-9)
+    blocking = snapshots * cfg.checkpoint.blocking_s
+    assert math.isclose(rec.elapsed_s, cfg.work_s + rec.lost_s[0], rel_tol=1e-9)
+    if mode == "sync":
+        assert math.isclose(rec.lost_s[0], blocking, rel_tol=1e-9, abs_tol=1e-9)
+    else:  # a snapshot may also wait for the previous persist (one host buffer)
+        assert rec.lost_s[0] >= blocking - 1e-6
+
+
+def _paired_gap(better: HorizonConfig, worse: HorizonConfig, seed: int) -> tuple[float, float]:
+    a = simulate_config(better, replicas=60, seed=seed).column("goodput")
+    b = simulate_config(worse, replicas=60, seed=seed).column("goodput")
+    diff = a - b
+    return float(diff.mean()), float(4.0 * diff.std(ddof=1) / math.sqrt(diff.size) + 1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(mtbf_h=st.floats(4.0, 30.0), factor=st.floats(1.0, 4.0), interval_h=st.floats(0.1, 1.0),
+       mode=modes, seed=st.integers(0, 2**32 - 1))
+def test_more_frequent_failures_never_raise_goodput(mtbf_h: float, factor: float, interval_h: float,
+                                                    mode: str, seed: int) -> None:
+    mean, allowance = _paired_gap(_cfg(mtbf_h, interval_h, 60.0, mode),
+                                  _cfg(mtbf_h / factor, interval_h, 60.0, mode), seed)
+    assert mean >= -allowance
+
+
+@settings(max_examples=15, deadline=None)
+@given(mtbf_h=st.floats(2.0, 30.0), write_s=st.floats(0.0, 600.0), factor=st.floats(1.0, 10.0),
+       interval_h=st.floats(0.1, 1.0), mode=modes, seed=st.integers(0, 2**32 - 1))
+def test_faster_checkpoint_writes_never_lower_goodput(mtbf_h: float, write_s: float, factor: float,
+                                                      interval_h: float, mode: str, seed: int) -> None:
+    mean, allowance = _paired_gap(_cfg(mtbf_h, interval_h, write_s / factor, mode),
+                                  _cfg(mtbf_h, interval_h, write_s, mode), seed)
+    assert mean >= -allowance
+
+
+def test_goodput_paired_difference_is_sharper_than_unpaired() -> None:
+    """Common random numbers: the paired difference has a smaller spread than independent runs."""
+    better, worse = _cfg(10.0, 1.0, 30.0), _cfg(10.0, 1.0, 120.0)
+    a = simulate_config(better, replicas=100, seed=1).column("goodput")
+    b = simulate_config(worse, replicas=100, seed=1).column("goodput")
+    c = simulate_config(worse, replicas=100, seed=2).column("goodput")
+    assert np.std(a - b) < 0.5 * np.std(a - c)
