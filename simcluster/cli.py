@@ -19,6 +19,7 @@ from simcluster.report.run import run_text
 from simcluster.report.topology import summary_dict, summary_text
 from simcluster.run.files import write_atomic
 from simcluster.run.single import simulate
+from simcluster.sim import DesResult, write_trace
 from simcluster.spec.loader import dump_scenario, load_scenario, load_topology, to_yaml
 from simcluster.topology import build_graph, summarize, to_dot
 
@@ -32,9 +33,17 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    result = simulate(load_scenario(args.scenario, args.set), contention=args.contention).to_dict()
-    text = json.dumps(result, indent=2) if args.json else run_text(result)
-    print(text)
+    engine = "analytical" if args.fast else "des"
+    run = simulate(load_scenario(args.scenario, args.set), contention=args.contention, engine=engine)
+    if args.trace is not None:
+        if not isinstance(run.step, DesResult):
+            raise SpecError("--trace", "needs the discrete-event engine (drop --fast)")
+        try:
+            write_trace(run.step, args.trace)
+        except OSError as err:
+            raise SpecError("--trace", f"cannot write {args.trace}: {err.strerror}") from None
+    result = run.to_dict()
+    print(json.dumps(result, indent=2) if args.json else run_text(result))
     return 0
 
 
@@ -75,6 +84,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario", help="scenario YAML file")
     _add_set(p)
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.add_argument("--fast", action="store_true",
+                   help="closed-form (analytical) engine instead of the discrete-event simulation")
+    p.add_argument("--trace", metavar="FILE",
+                   help="write a Chrome/Perfetto trace of the simulated step (ui.perfetto.dev)")
     p.add_argument("--contention", choices=("auto", "on", "off"), default="auto",
                    help="Tier B flow-level contention of DP and PP traffic: auto (default) runs it "
                         "only on oversubscribed fabrics or degraded nodes")

@@ -39,12 +39,11 @@ def degraded_nodes(s: Scenario) -> dict[int, float]:
     return out
 
 
-def needs_contention(s: Scenario) -> bool:
-    """Whether Tier B can differ from Tier A: an oversubscribed fabric or a degraded node.
+def needs_contention(s: Scenario, degraded: bool) -> bool:
+    """Whether Tier B can differ from Tier A: an oversubscribed fabric, or ``degraded`` nodes.
 
     On a non-blocking fabric with adaptive routing, concurrent DP rings and PP sends of a
     Megatron layout use disjoint NIC shares and full-bisection spines, so the factors are exactly 1
     and the (slow, at 16k GPUs) flow solve is skipped.
     """
-    return s.cluster.nodes > 1 and (s.cluster.topology.scale_out.oversubscription > 1.0
-                                    or bool(degraded_nodes(s)))
+    return s.cluster.nodes > 1 and (s.cluster.topology.scale_out.oversubscription > 1.0 or degraded)

@@ -6,21 +6,23 @@ dict of DESIGN.md section 3.3 (``RunResult.to_dict``).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
-
-import dataclasses
 
 from simcluster.flows import contention as tier_b_contention
 from simcluster.horizon import simulate_reliability
 from simcluster.perf.cost import training_cost
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
-from simcluster.perf.step import StepEstimate, estimate_step
+from simcluster.perf.step import StepEstimate, TimeBreakdown, estimate_step
 from simcluster.run.perturb import degraded_nodes, needs_contention, with_uniform_links
+from simcluster.sim import DesResult, simulate_step
 from simcluster.spec.scenario import Scenario
 from simcluster.units import GiB
 
 CONTENTION_MODES = ("auto", "on", "off")
+ENGINES = ("des", "analytical")
+Step = StepEstimate | DesResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +30,7 @@ class RunResult:
     """A scenario's step estimate and memory estimate, and everything derived from them."""
 
     scenario: Scenario
-    step: StepEstimate
+    step: Step
     memory: MemoryEstimate
     engine: str = "analytical"
     contention: dict[str, float] = dataclasses.field(default_factory=dict)
@@ -89,38 +91,47 @@ class RunResult:
                 "cost_usd": cost.cost_usd}
 
 
-def simulate(scenario: Scenario, contention: str = "auto",
-             reliability_replicas: int = 100) -> RunResult:
-    """Estimate one training step of ``scenario`` (analytical engine), and the whole run's
-    goodput when ``reliability`` and ``training.tokens`` are given.
+def simulate(scenario: Scenario, contention: str = "auto", reliability_replicas: int = 100,
+             engine: str = "des") -> RunResult:
+    """One training step of ``scenario``, and the whole run's goodput when ``reliability`` and
+    ``training.tokens`` are given.
 
     Parameters
     ----------
     scenario : Scenario
-        The resolved scenario; uniform link degradations (``perturbations.link_bandwidth`` with
-        ``node: null``) are folded into its topology first.
+        The resolved scenario.
     contention : str
-        ``auto`` (Tier B only where it can differ from Tier A: oversubscribed fabric or a degraded
-        node), ``on`` or ``off``. The factors multiply the exposed DP and PP communication.
+        ``auto`` (Tier B only where it can differ: an oversubscribed fabric, or for the analytical
+        engine a degraded node), ``on`` or ``off``. The factors multiply exposed DP and PP time.
     reliability_replicas : int
         Monte Carlo replicas of the horizon engine (seeded by ``scenario.seed``).
+    engine : str
+        ``des`` (the discrete-event iteration engine, default) or ``analytical`` (closed forms,
+        the fast path). The DES models slow GPUs and degraded links itself; the analytical engine
+        folds uniform link degradations into the topology and prices single degraded nodes with
+        Tier B.
     """
-    s = with_uniform_links(scenario)
-    step = estimate_step(s)
-    factors: dict[str, float] = {}
-    if contention == "on" or (contention == "auto" and needs_contention(s)):
-        factors = tier_b_contention(s, degraded_nodes=degraded_nodes(s))
+    s = with_uniform_links(scenario) if engine == "analytical" else scenario
+    step: Step = estimate_step(s) if engine == "analytical" else simulate_step(s)
+    factors = _contention(s, contention, engine)
+    if factors:
         step = apply_contention(step, factors)
     memory = estimate_memory(s, flash_attention=s.execution.flash_attention)
     horizon = None
     if s.reliability is not None and s.training.tokens is not None:
         horizon = simulate_reliability(s, reliability_replicas,
                                        step_time_s=step.iteration_time_s).to_dict()
-    return RunResult(scenario, step, memory, contention=factors, reliability=horizon)
+    return RunResult(scenario, step, memory, engine=engine, contention=factors, reliability=horizon)
 
 
-def apply_contention(step: StepEstimate, factors: dict[str, float]) -> StepEstimate:
+def _contention(s: Scenario, mode: str, engine: str) -> dict[str, float]:
+    nodes = degraded_nodes(s) if engine == "analytical" else {}
+    wanted = mode == "on" or (mode == "auto" and needs_contention(s, bool(nodes)))
+    return tier_b_contention(s, degraded_nodes=nodes) if wanted else {}
+
+
+def apply_contention(step: Step, factors: dict[str, float]) -> Step:
     """``step`` with each category of ``factors`` slowed by its factor (the step grows to match)."""
     scaled = {k: v * factors.get(k, 1.0) for k, v in step.breakdown.as_dict().items()}
-    breakdown = type(step.breakdown)(**scaled)
+    breakdown = TimeBreakdown(**scaled)
     return dataclasses.replace(step, breakdown=breakdown, iteration_time_s=breakdown.total_s)

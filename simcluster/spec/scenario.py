@@ -177,8 +177,8 @@ class ReliabilitySpec:
     restart_s: float = spec_field(300.0, unit="s", ge=0)
     spares: int = spec_field(0, ge=0)
     replace_s: float = spec_field(7200.0, unit="s", ge=0)
-    watchdog_timeout_s: float = spec_field(600.0, unit="s", ge=0,
-                                           doc="hang detection: NCCL watchdog timeout (PyTorch default 10 min)")
+    watchdog_timeout_s: float = spec_field(
+        600.0, unit="s", ge=0, doc="hang detection: NCCL watchdog timeout (PyTorch default 10 min)")
     warmup_s: float = spec_field(60.0, unit="s", ge=0, doc="warm-up/recompile after a restart")
     init_per_node_s: float = spec_field(0.0, unit="s", ge=0,
                                         doc="communicator init growth: added to restart_s per job node")

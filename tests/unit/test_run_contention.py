@@ -13,9 +13,10 @@ ROOT = Path(__file__).resolve().parents[2]
 SPINE = ROOT / "scenarios" / "oversubscribed-spine.yaml"
 
 
-def test_dp_rings_over_an_oversubscribed_spine_slow_each_other() -> None:
-    contended = simulate(load_scenario(SPINE))
-    alone = simulate(load_scenario(SPINE), contention="off")
+@pytest.mark.parametrize("engine", ["des", "analytical"])
+def test_dp_rings_over_an_oversubscribed_spine_slow_each_other(engine: str) -> None:
+    contended = simulate(load_scenario(SPINE), engine=engine)
+    alone = simulate(load_scenario(SPINE), contention="off", engine=engine)
     # Hand count (tests/unit/test_flows_contention.py): 8 ring flows share each leaf's uplinks,
     # which carry half the leaf's downlink bandwidth at 2:1, so each gets half its NIC.
     assert contended.contention["dp_comm"] == pytest.approx(2.0)
@@ -33,16 +34,27 @@ def test_non_blocking_fabric_skips_tier_b() -> None:
 
 
 def test_uniform_link_degradation_slows_communication_only() -> None:
-    base = simulate(load_scenario(SPINE, ["cluster.topology.scale_out.oversubscription=1"]))
+    base = simulate(load_scenario(SPINE, ["cluster.topology.scale_out.oversubscription=1"]),
+                    engine="analytical")
     half = simulate(load_scenario(SPINE, ["cluster.topology.scale_out.oversubscription=1",
-                                          "perturbations.link_bandwidth=[{factor: 0.5}]"]))
+                                          "perturbations.link_bandwidth=[{factor: 0.5}]"]),
+                    engine="analytical")
     assert half.step.breakdown.compute == base.step.breakdown.compute
     assert half.step.dp_total_s > base.step.dp_total_s
     assert half.step.iteration_time_s > base.step.iteration_time_s
 
 
-def test_one_degraded_node_is_priced_by_contention() -> None:
+def test_one_degraded_node_is_priced_by_contention_in_the_analytical_engine() -> None:
     s = load_scenario(SPINE, ["cluster.topology.scale_out.oversubscription=1",
                               "perturbations.link_bandwidth=[{node: 1, factor: 0.5}]"])
-    result = simulate(s)
+    result = simulate(s, engine="analytical")
     assert result.contention["dp_comm"] == pytest.approx(2.0)
+
+
+def test_one_degraded_node_is_simulated_by_the_des() -> None:
+    healthy = load_scenario(SPINE, ["cluster.topology.scale_out.oversubscription=1"])
+    degraded = load_scenario(SPINE, ["cluster.topology.scale_out.oversubscription=1",
+                                     "perturbations.link_bandwidth=[{node: 1, factor: 0.5}]"])
+    slow, base = simulate(degraded), simulate(healthy)
+    assert slow.contention == {}  # the DES models the slow node's ports itself
+    assert slow.step.breakdown.dp_comm > base.step.breakdown.dp_comm

@@ -121,7 +121,7 @@ def predicted_tflops(s: Scenario) -> float:
     """simcluster's iteration time converted to TFLOP/s per GPU with SC'21 Eq. 3."""
     m = s.model
     flops = sc21_eq3_flops(s.parallelism.global_batch, m.seq_len, m.layers, m.hidden, m.vocab)
-    return flops / simulate(s).step.iteration_time_s / s.cluster.gpus / 1e12
+    return flops / simulate(s, engine="analytical").step.iteration_time_s / s.cluster.gpus / 1e12
 
 
 def table() -> list[tuple[str, float, float, float]]:

@@ -62,8 +62,8 @@ RECOMPUTE_145B = Case("sc21_recompute_145B_128gpu", 80, 12288, 96, 128, 8, 16, 1
 def test_recompute_costs_at_most_a_third(batch: int) -> None:
     # sc21_recompute_145B_128gpu: full recompute is "up to 33%" slower at small batch sizes.
     case = dataclasses.replace(RECOMPUTE_145B, batch=batch)
-    with_recompute = simulate(scenario(case)).step.iteration_time_s
-    without = simulate(scenario(case, recompute="none")).step.iteration_time_s
+    with_recompute = simulate(scenario(case), engine="analytical").step.iteration_time_s
+    without = simulate(scenario(case, recompute="none"), engine="analytical").step.iteration_time_s
     loss = 1 - without / with_recompute
     assert 0.15 <= loss <= 0.33
 
@@ -76,6 +76,7 @@ SCATTER_GATHER_175B = Case("sc21_scatter_gather_175B_96gpu", 96, 12288, 96, 96, 
 def test_scatter_gather_gains_up_to_11_percent(batch: int) -> None:
     # sc21_scatter_gather_175B_96gpu: "up to 11%" throughput gain (Figure 18, batch 12..60).
     case = dataclasses.replace(SCATTER_GATHER_175B, batch=batch)
-    on = simulate(scenario(case)).step.iteration_time_s
-    off = simulate(scenario(case, execution={"scatter_gather": False})).step.iteration_time_s
+    on = simulate(scenario(case), engine="analytical").step.iteration_time_s
+    without = scenario(case, execution={"scatter_gather": False})
+    off = simulate(without, engine="analytical").step.iteration_time_s
     assert 0.0 < off / on - 1 <= 0.11

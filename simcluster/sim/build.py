@@ -1,0 +1,154 @@
+"""Build the step plan of a scenario: schedule order x durations x replica classes.
+
+Virtual stage ``vs = chunk * p + stage`` (Megatron's interleaved placement). A forward of
+``vs > 0`` waits for the activations of ``vs - 1``; a backward of ``vs < V - 1`` waits for the
+gradients of ``vs + 1``; each sends to its neighbour when it ends. The op that finishes a chunk's
+gradients (its last ``B``, or ``W`` under ZB-H1) releases the chunk's DP buckets progressively
+when ``execution.overlap_grad_reduce`` is on; otherwise every bucket is released when the stage's
+last op ends (Megatron-LM of 2021: all-reduce after the backward pass).
+"""
+
+from __future__ import annotations
+
+from simcluster.sim.durations import Parts, StageDurations, degraded, stage_durations
+from simcluster.sim.perturb import Perturbations, ReplicaClass, replica_classes, uniform_link_factors
+from simcluster.sim.plan import GroupPlan, MsgKey, Op, Send, StagePlan, StepPlan
+from simcluster.sim.schedules import SchedOp, stage_order
+from simcluster.spec.scenario import Scenario
+
+_GRAD_KINDS = ("B", "W")  # op kinds that complete a chunk's weight gradients
+
+
+def _scaled(parts: Parts, speed: float) -> Parts:
+    return tuple((cat, sec / speed if cat == "compute" else sec) for cat, sec in parts)
+
+
+def _kind_parts(d: StageDurations, sop: SchedOp) -> Parts:
+    chunk = d.chunks[sop.chunk]
+    return {"F": chunk.forward, "B": chunk.backward, "Bi": chunk.backward_input,
+            "W": chunk.wgrad}[sop.kind]
+
+
+def _links(sop: SchedOp, vs: int, n_virtual: int, p: int) -> tuple[MsgKey | None,
+                                                                    tuple[MsgKey, int] | None]:
+    """(message to wait for, (message to send, destination stage)) of one op."""
+    if sop.kind == "F":
+        recv = ("a", vs, sop.mb) if vs > 0 else None
+        send = (("a", vs + 1, sop.mb), (vs + 1) % p) if vs < n_virtual - 1 else None
+        return recv, send
+    if sop.kind in ("B", "Bi"):
+        recv = ("g", vs, sop.mb) if vs < n_virtual - 1 else None
+        send = (("g", vs - 1, sop.mb), (vs - 1) % p) if vs > 0 else None
+        return recv, send
+    return None, None
+
+
+def _bucket_slots(order: list[SchedOp], d: StageDurations,
+                  overlap: bool) -> dict[int, tuple[tuple[int, float], ...]]:
+    """Op index -> (bucket index, ready fraction) for the ops that release DP buckets."""
+    last_grad: dict[int, int] = {}
+    for idx, sop in enumerate(order):
+        if sop.kind in _GRAD_KINDS:
+            last_grad[sop.chunk] = idx
+    slots: dict[int, tuple[tuple[int, float], ...]] = {}
+    bucket = 0
+    for idx in sorted(last_grad.values()):
+        count = len(d.buckets[order[idx].chunk])
+        target = idx if overlap else len(order) - 1
+        fractions = [(k + 1) / count if overlap else 1.0 for k in range(count)]
+        slots[target] = slots.get(target, ()) + tuple(
+            (bucket + k, f) for k, f in enumerate(fractions))
+        bucket += count
+    return slots
+
+
+def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int,
+               durs: dict[int, tuple[StageDurations, ...]],
+               variant: dict[tuple[int, int], int]) -> tuple[Op, ...]:
+    par = s.parallelism
+    p, v, m = par.pp, par.virtual_stages, par.micro_batches
+    d = durs[variant[(id(cls), stage)]][stage]
+    speed = cls.local(stage).speed
+    order = stage_order(par.schedule, p, m, stage, v)
+    slots = _bucket_slots(order, d, s.execution.overlap_grad_reduce)
+    table = {(k, c): _scaled(_kind_parts(d, SchedOp(k, c, 0)), speed)
+             for k in ("F", "B", "Bi", "W") for c in range(v)}
+    totals = {key: sum(sec for _, sec in parts) for key, parts in table.items()}
+    messages = {dst: max(d.pp_message_s, durs[variant[(id(cls), dst)]][dst].pp_message_s)
+                for dst in ((stage - 1) % p, (stage + 1) % p)}
+    ops = []
+    for idx, sop in enumerate(order):
+        recv, send = _links(sop, sop.chunk * p + stage, p * v, p)
+        out = Send(send[0], send[1], messages[send[1]]) if send is not None else None
+        key = (sop.kind, sop.chunk)
+        ops.append(Op(f"{sop.kind} c{sop.chunk} mb{sop.mb}", sop.kind, totals[key], table[key],
+                      recv, out, d.gather_s if sop.kind != "W" else 0.0, slots.get(idx, ())))
+    return tuple(ops)
+
+
+def build_plan(s: Scenario, pert: Perturbations | None = None) -> StepPlan:
+    """The step plan of ``s`` under ``pert`` (none: one nominal replica class)."""
+    pert = pert or Perturbations()
+    out_f, up_f = uniform_link_factors(pert)
+    base = degraded(s, out_f, up_f)
+    classes = replica_classes(base, pert)
+    durs: dict[int, tuple[StageDurations, ...]] = {}
+    keys: dict[tuple[float, float], int] = {}
+    variant: dict[tuple[int, int], int] = {}
+    for cls in classes:
+        for stage in range(s.parallelism.pp):
+            local = cls.local(stage)
+            key = (local.scale_out, local.scale_up)
+            if key not in keys:
+                keys[key] = len(keys)
+                durs[keys[key]] = stage_durations(degraded(base, *key))
+            variant[(id(cls), stage)] = keys[key]
+    stages = tuple(StagePlan(cls.name, i, _stage_ops(base, cls, i, durs, variant),
+                             durs[variant[(id(cls), i)]][i].optimizer_s / cls.local(i).speed)
+                   for cls in classes for i in range(s.parallelism.pp))
+    return StepPlan(pp=s.parallelism.pp,
+                    groups=tuple(GroupPlan(c.name, c.multiplicity) for c in classes),
+                    stages=stages, dp_buckets=_dp_buckets(s, classes, durs, variant),
+                    link_capacity={})
+
+
+def _dp_buckets(s: Scenario, classes: tuple[ReplicaClass, ...],
+                durs: dict[int, tuple[StageDurations, ...]],
+                variant: dict[tuple[int, int], int]) -> tuple[tuple[float, ...], ...]:
+    """Per stage, the joint DP collective of each bucket: the slowest class's time (a ring runs
+    at its slowest edge), in the order the schedule releases them."""
+    par = s.parallelism
+    out = []
+    for stage in range(par.pp):
+        order = stage_order(par.schedule, par.pp, par.micro_batches, stage, par.virtual_stages)
+        finish = sorted({sop.chunk: i for i, sop in enumerate(order)
+                         if sop.kind in _GRAD_KINDS}.items(), key=lambda kv: kv[1])
+        per_class = [durs[variant[(id(c), stage)]][stage].buckets for c in classes]
+        works: list[float] = []
+        for chunk, _ in finish:
+            works += [max(col) for col in zip(*(b[chunk] for b in per_class), strict=True)]
+        out.append(tuple(works))
+    return tuple(out)
+
+
+def uniform_plan(schedule: str, p: int, m: int, t_f: float, t_b: float, v: int = 1,
+                 t_w: float = 0.0, message_s: float = 0.0) -> StepPlan:
+    """A plan of ``p`` equal stages, no DP and no optimizer: the closed forms' setting.
+
+    ``t_f``/``t_b``/``t_w`` are per micro-batch per stage (all chunks), as in
+    :func:`simcluster.perf.pipeline.bubble_time_s`; each chunk gets ``1/v`` of them. ``t_b`` is the
+    full backward; under zb-h1 it splits into ``t_b - t_w`` (Bi) and ``t_w`` (W).
+    """
+    per = {"F": t_f / v, "B": t_b / v, "Bi": (t_b - t_w) / v, "W": t_w / v}
+    stages = []
+    for stage in range(p):
+        ops = []
+        for sop in stage_order(schedule, p, m, stage, v):
+            recv, send = _links(sop, sop.chunk * p + stage, p * v, p)
+            out = Send(send[0], send[1], message_s) if send is not None else None
+            ops.append(Op(name=f"{sop.kind} c{sop.chunk} mb{sop.mb}", kind=sop.kind,
+                          duration_s=per[sop.kind], parts=(("compute", per[sop.kind]),),
+                          recv=recv, send=out))
+        stages.append(StagePlan("nominal", stage, tuple(ops), 0.0))
+    return StepPlan(pp=p, groups=(GroupPlan("nominal", 1),), stages=tuple(stages),
+                    dp_buckets=((),) * p, link_capacity={})

@@ -1,0 +1,192 @@
+"""Devices with a compute stream and communication streams, and the fabric they share.
+
+CUDA-stream semantics: ops on one stream run in order; the compute stream of a stage and the DP
+stream of its replica classes run concurrently. Pipeline sends are blocking for the sender's
+compute stream (Megatron's batched ``send_forward_recv_backward`` waits before the next op) and
+travel on the shared links; DP gradient buckets run on the DP stream as backward produces them.
+
+Components (:class:`Fabric`, :class:`Device`) keep state and write records; the generator
+functions at the bottom are the thin SimPy processes ``(env, component, plan)`` that only
+sequence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import Any
+
+import simpy
+
+from simcluster.observe.records import OpRecord
+from simcluster.sim.network import Network, Transfer
+from simcluster.sim.plan import MsgKey, Op, Send, StagePlan, StepPlan, in_link, out_link
+
+Proc = Generator[simpy.Event, Any, None]
+
+
+def _value(ev: simpy.Event) -> Any:
+    """The value an event succeeded with (a record eid, or (eid, start) for messages)."""
+    return ev.value
+
+
+class Fabric:
+    """What every device shares: links, pipeline mailboxes, DP bucket events, barrier, records."""
+
+    def __init__(self, env: simpy.Environment, plan: StepPlan) -> None:
+        self.env = env
+        self.plan = plan
+        self.network = Network(env, plan.link_capacity)
+        self.records: list[OpRecord] = []
+        self._events: dict[tuple[Any, ...], simpy.Event] = {}
+        self.expected = len(plan.stages)
+        self.arrivals: list[tuple[float, int, int]] = []  # (time, group, stage)
+        self.barrier = env.event()
+
+    def record(self, group: str, stage: int, stream: str, name: str, category: str,
+               start_s: float, parts: tuple[tuple[str, float], ...], gate: int) -> int:
+        """Append a record ending now; returns its eid."""
+        eid = len(self.records)
+        self.records.append(OpRecord(eid=eid, group=group, stage=stage, stream=stream, name=name,
+                                     category=category, start_s=start_s, end_s=self.env.now,
+                                     parts=parts, gate=gate))
+        return eid
+
+    def event(self, *key: Any) -> simpy.Event:
+        """The event named ``key``, created by whichever side asks first."""
+        ev = self._events.get(key)
+        if ev is None:
+            ev = self._events[key] = self.env.event()
+        return ev
+
+    def arrive(self, group: int, stage: int, eid: int) -> None:
+        """A stage reached the optimizer barrier; the last arrival releases everyone."""
+        self.arrivals.append((self.env.now, group, stage))
+        if len(self.arrivals) == self.expected:
+            self.barrier.succeed(eid)
+
+    def dp_links(self, stage: int) -> list[str]:
+        """Links of a DP bucket collective: the stage's ports in every replica class."""
+        names = [g.name for g in self.plan.groups]
+        return [out_link(n, stage) for n in names] + [in_link(n, stage) for n in names]
+
+
+class Device:
+    """One stage GPU of one replica class (standing for its TP/CP ranks and its multiplicity)."""
+
+    def __init__(self, env: simpy.Environment, fabric: Fabric, group: int, plan: StagePlan) -> None:
+        self.env = env
+        self.fabric = fabric
+        self.group_index = group
+        self.group = plan.group
+        self.stage = plan.stage
+        self.last = -1  # eid of the last record on the compute stream
+
+    def _book(self, name: str, category: str, start_s: float,
+              parts: tuple[tuple[str, float], ...], gate: int) -> None:
+        self.last = self.fabric.record(self.group, self.stage, "compute", name, category,
+                                       start_s, parts, gate)
+
+    def wait_message(self, key: MsgKey) -> Proc:
+        """Wait for a pipeline message; idle time is bubble until its transfer starts, then pp."""
+        ev = self.fabric.event("msg", self.group, key)
+        start = self.env.now
+        if not ev.triggered:
+            yield ev
+        if self.env.now > start:
+            flow_eid, flow_start = _value(ev)
+            pp = self.env.now - max(start, flow_start)
+            parts = (("bubble", self.env.now - start - pp), ("pp_comm", pp))
+            self._book(f"wait {key[0]}{key[1]} mb{key[2]}", "bubble", start, parts, flow_eid)
+
+    def run(self, op: Op) -> Proc:
+        """Run a compute op, marking its DP buckets ready at their fractions of the op."""
+        start = self.env.now
+        done = 0.0
+        for bucket, fraction in op.buckets:
+            yield self.env.timeout(max(fraction * op.duration_s - done, 0.0))
+            done = max(done, fraction * op.duration_s)
+            self.fabric.event("ready", self.group_index, self.stage, bucket).succeed(self.last)
+        yield self.env.timeout(op.duration_s - done)
+        self._book(op.name, "compute", start, op.parts, self.last)
+
+    def send(self, op: Op, send: Send) -> Proc:
+        """Send a pipeline message on the shared links and wait for it (blocking p2p).
+
+        The transfer is recorded once, on the ``p2p`` stream; the compute stream is blocked for
+        exactly that interval (the ledger reads it from there).
+        """
+        start = self.env.now
+        links = (out_link(self.group, self.stage), in_link(self.group, send.dst))
+        yield self.fabric.network.transfer(op.name, links, send.work_s)
+        self.last = self.fabric.record(self.group, self.stage, "p2p", f"send {op.name}",
+                                       "pp_comm", start, (("pp_comm", send.work_s),), self.last)
+        self.fabric.event("msg", self.group, send.key).succeed((self.last, start))
+
+    def gather(self, op: Op) -> Proc:
+        """ZeRO-3 parameter all-gather before ``op``, on this stage's links; the stream waits."""
+        start = self.env.now
+        links = (out_link(self.group, self.stage), in_link(self.group, self.stage))
+        yield self.fabric.network.transfer(f"gather {op.name}", links, op.gather_s)
+        flow = self.fabric.record(self.group, self.stage, "dp", f"all-gather {op.name}",
+                                  "dp_comm", start, (("dp_comm", op.gather_s),), self.last)
+        self._book(f"wait gather {op.name}", "dp_comm",
+                   start, (("dp_comm", self.env.now - start),), flow)
+
+    def wait_dp(self) -> Proc:
+        """Wait until this stage's last DP bucket is reduced (exposed DP time)."""
+        if not self.fabric.plan.dp_buckets[self.stage]:
+            return
+        ev = self.fabric.event("dp_done", self.stage)
+        start = self.env.now
+        if not ev.triggered:
+            yield ev
+        if self.env.now > start:
+            self._book("wait dp", "dp_comm", start, (("dp_comm", self.env.now - start),),
+                       _value(ev))
+
+    def barrier(self) -> Proc:
+        """Arrive at the optimizer barrier and wait for every stage of every class."""
+        start = self.env.now
+        self.fabric.arrive(self.group_index, self.stage, self.last)
+        if not self.fabric.barrier.triggered:
+            yield self.fabric.barrier
+        if self.env.now > start:
+            self._book("wait barrier", "bubble", start, (("bubble", self.env.now - start),),
+                       _value(self.fabric.barrier))
+
+    def optimizer(self, duration_s: float) -> Proc:
+        """The optimizer step of this GPU's shard."""
+        start = self.env.now
+        yield self.env.timeout(duration_s)
+        self._book("optimizer", "optimizer", start, (("optimizer", duration_s),), self.last)
+
+
+def compute_stream(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc:
+    """A stage's compute stream: the schedule's ops in order, then DP wait, barrier, optimizer."""
+    for op in plan.ops:
+        if op.recv is not None:
+            yield from dev.wait_message(op.recv)
+        if op.gather_s > 0:
+            yield from dev.gather(op)
+        yield from dev.run(op)
+        if op.send is not None:
+            yield from dev.send(op, op.send)
+    yield from dev.wait_dp()
+    yield from dev.barrier()
+    yield from dev.optimizer(plan.optimizer_s)
+
+
+def dp_stream(env: simpy.Environment, fabric: Fabric, stage: int) -> Proc:
+    """A stage's DP stream: each bucket's collective once every replica class has produced it."""
+    groups = range(len(fabric.plan.groups))
+    links = fabric.dp_links(stage)
+    last = -1
+    for bucket, work in enumerate(fabric.plan.dp_buckets[stage]):
+        ready = [fabric.event("ready", g, stage, bucket) for g in groups]
+        yield env.all_of(ready)
+        start = env.now
+        gate = max([last, *(int(_value(ev)) for ev in ready)])
+        done: Transfer = yield fabric.network.transfer(f"bucket {bucket}", links, work)
+        last = fabric.record("all", stage, "dp", f"{done.name} s{stage}", "dp_comm", start,
+                             (("dp_comm", work),), gate)
+    fabric.event("dp_done", stage).succeed(last)

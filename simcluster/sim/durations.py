@@ -1,0 +1,154 @@
+"""Durations of the simulated ops, taken from the analytical model (``perf/``), per chunk.
+
+Per virtual chunk and micro-batch: forward, full backward (with recompute), and its split into
+input gradient and weight gradient (ZB-H1), each as seconds per ledger category: compute, plus
+the layers' TP, CP and EP communication folded in at chunk granularity (exposed, not overlapped,
+as in :mod:`simcluster.perf.comm_plan`). The first virtual chunk carries the embedding, the last
+the logits and loss. Per stage: the pipeline message, the DP gradient buckets (Megatron-LM
+``DistributedDataParallel``: ``max(40M, 1M x dp)`` parameters per bucket), the ZeRO-3 gather per
+op and the optimizer step. A link-degraded variant is the same scenario with the topology's
+bandwidth scaled (:func:`degraded`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+from simcluster.perf import comm_plan
+from simcluster.perf.compute import (
+    LayerTimes,
+    embedding_times,
+    layer_times,
+    logits_times,
+    optimizer_step_time_s,
+)
+from simcluster.perf.memory import grad_bytes_for, stage_chunks, stage_params
+from simcluster.spec.scenario import Scenario
+
+Parts = tuple[tuple[str, float], ...]
+
+#: Megatron-LM's minimum gradient bucket, parameters (``bucket_size = max(40000000, 1000000 * dp)``).
+BUCKET_PARAMS = 40_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkTimes:
+    """One virtual chunk, one micro-batch: seconds per category of each op kind."""
+
+    forward: Parts
+    backward: Parts
+    backward_input: Parts
+    wgrad: Parts
+
+
+@dataclass(frozen=True, slots=True)
+class StageDurations:
+    """Everything timed on one pipeline stage (one GPU standing for its TP/CP ranks)."""
+
+    chunks: tuple[ChunkTimes, ...]
+    buckets: tuple[tuple[float, ...], ...]  # per chunk: each bucket's DP reduction, seconds
+    pp_message_s: float
+    gather_s: float  # ZeRO-3 all-gather before each forward and backward op
+    optimizer_s: float
+
+
+def degraded(s: Scenario, scale_out: float, scale_up: float) -> Scenario:
+    """``s`` with the NIC bandwidth times ``scale_out`` and the scale-up bandwidth times ``scale_up``."""
+    if scale_out == 1.0 and scale_up == 1.0:
+        return s
+    topo = s.cluster.topology
+    topo = dataclasses.replace(
+        topo, scale_out=dataclasses.replace(topo.scale_out,
+                                            nic_Bps=topo.scale_out.nic_Bps * scale_out),
+        scale_up=dataclasses.replace(topo.scale_up,
+                                     bandwidth_Bps=topo.scale_up.bandwidth_Bps * scale_up))
+    return dataclasses.replace(s, cluster=dataclasses.replace(s.cluster, topology=topo))
+
+
+def _layer(s: Scenario) -> LayerTimes:
+    par = s.parallelism
+    return layer_times(s.model, s.cluster.topology.accelerator, s.precision, par.micro_batch,
+                       s.model.seq_len, par.tp, par.cp, par.sequence_parallel, par.recompute,
+                       s.execution.flash_attention, ep=par.ep)
+
+
+def _parts(compute: float, tp: float, cp: float, ep: float) -> Parts:
+    return (("compute", compute), ("tp_comm", tp), ("cp_comm", cp), ("ep_comm", ep))
+
+
+def chunk_times(s: Scenario, groups: comm_plan.Groups) -> tuple[tuple[ChunkTimes, ...], ...]:
+    """Per stage, per local chunk: the op durations of one micro-batch."""
+    par, acc = s.parallelism, s.cluster.topology.accelerator
+    layer = _layer(s)
+    attention = sum(o.time_s for o in layer.operators if o.kind == "attention")
+    tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups)
+    cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, attention)
+    ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
+    args = (s.model, acc, s.precision, par.micro_batch, s.model.seq_len)
+    first, last = embedding_times(*args, par.tp, par.cp), logits_times(*args, par.tp, par.cp)
+    n_virtual = par.pp * par.virtual_stages
+    out = []
+    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
+        row = []
+        for c, n in enumerate(chunks):
+            vs = c * par.pp + i
+            extras = ([first] if vs == 0 else []) + ([last] if vs == n_virtual - 1 else [])
+            fwd = n * layer.forward_s + sum(e.forward_s for e in extras)
+            bwd = n * (layer.backward_s + layer.recompute_s) + sum(e.backward_s for e in extras)
+            wgrad = n * layer.wgrad_s + sum(e.wgrad_s for e in extras)
+            tb, cb, eb = n * tp_b, n * cp_b, n * ep_b
+            row.append(ChunkTimes(forward=_parts(fwd, n * tp_f, n * cp_f, n * ep_f),
+                                  backward=_parts(bwd, tb, cb, eb),
+                                  backward_input=_parts(bwd - wgrad, tb, cb, eb),
+                                  wgrad=_parts(wgrad, 0.0, 0.0, 0.0)))
+        out.append(tuple(row))
+    return tuple(out)
+
+
+def chunk_params(s: Scenario, stage: int, chunks: tuple[int, ...]) -> tuple[float, ...]:
+    """Parameters per local chunk: layers pro rata, embedding on the first virtual chunk and the
+    output layer (or tied copy) on the last (:func:`simcluster.perf.memory.stage_params`)."""
+    par = s.parallelism
+
+    def params(layers: int) -> float:
+        p = stage_params(s.model, par, stage, layers)
+        return p.dense + p.expert
+
+    per_layer = params(1) - params(0)
+    extras = params(0)
+    out = [n * per_layer for n in chunks]
+    if stage == 0:
+        out[0] += extras  # the first virtual chunk (with pp = 1 also the last)
+    elif stage == par.pp - 1:
+        out[-1] += extras
+    return tuple(out)
+
+
+def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float) -> tuple[float, ...]:
+    par = s.parallelism
+    if par.dp == 1 or params <= 0:
+        return ()
+    count = math.ceil(params / max(BUCKET_PARAMS, 1_000_000 * par.dp))
+    one = comm_plan.dp_reduce_s(s, groups, params / count, grad_bytes_for(s.precision))
+    return (one,) * count
+
+
+def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
+    """Every stage's durations."""
+    par, acc = s.parallelism, s.cluster.topology.accelerator
+    groups = comm_plan.groups(s)
+    times = chunk_times(s, groups)
+    message = comm_plan.pp_message_s(s, groups)
+    out = []
+    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
+        params = chunk_params(s, i, chunks)
+        total = sum(params)
+        gather = comm_plan.zero3_gather_s(s, groups, total) / (2 * par.micro_batches)
+        shards = par.dp * par.cp if par.zero_stage >= 1 else 1
+        out.append(StageDurations(
+            chunks=times[i], buckets=tuple(_bucket_works(s, groups, p) for p in params),
+            pp_message_s=message, gather_s=gather,
+            optimizer_s=optimizer_step_time_s(acc, total, shards)))
+    return tuple(out)

@@ -1,0 +1,114 @@
+"""The step plan: what every simulated stage runs, with durations already computed.
+
+Built once from a scenario by :mod:`.build` (or by hand in tests); the SimPy processes only walk
+it. Durations are seconds. A plan covers one representative DP replica per replica class
+(``GroupPlan``), each class with its multiplicity (symmetry, reference/network.md 7.2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: A pipeline message key: (``"a"`` activations | ``"g"`` gradients, receiving virtual stage, mb).
+MsgKey = tuple[str, int, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """A pipeline send after an op: to ``dst`` stage, ``work_s`` alone on idle links."""
+
+    key: MsgKey
+    dst: int
+    work_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One op of a stage's compute stream.
+
+    Attributes
+    ----------
+    name : str
+        ``F c0 mb3`` (kind, local chunk, micro-batch).
+    kind : str
+        ``F``, ``B``, ``Bi`` or ``W``.
+    duration_s : float
+        Time on the compute stream, TP/CP/EP communication folded in (exposed, not overlapped).
+    parts : tuple[tuple[str, float], ...]
+        ``duration_s`` split by ledger category (``compute``, ``tp_comm``, ``cp_comm``, ``ep_comm``).
+    recv : MsgKey | None
+        The pipeline message the op waits for.
+    send : Send | None
+        The pipeline message sent when the op ends (the stream waits for it: blocking p2p).
+    gather_s : float
+        ZeRO-3 parameter all-gather before the op (0 without ZeRO-3), on the stage's links.
+    buckets : tuple[tuple[int, float], ...]
+        DP gradient buckets this op completes: (bucket index, fraction of the op when ready).
+    """
+
+    name: str
+    kind: str
+    duration_s: float
+    parts: tuple[tuple[str, float], ...]
+    recv: MsgKey | None = None
+    send: Send | None = None
+    gather_s: float = 0.0
+    buckets: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """One stage of one replica class: its ops in schedule order and its optimizer step."""
+
+    group: str
+    stage: int
+    ops: tuple[Op, ...]
+    optimizer_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlan:
+    """A replica class: ``multiplicity`` congruent DP replicas simulated once."""
+
+    name: str
+    multiplicity: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    """Everything the engine needs for one step.
+
+    Attributes
+    ----------
+    pp : int
+        Pipeline stages.
+    groups : tuple[GroupPlan, ...]
+        Replica classes (their multiplicities sum to the DP degree).
+    stages : tuple[StagePlan, ...]
+        Group-major: ``stages[g * pp + i]``.
+    dp_buckets : tuple[tuple[float, ...], ...]
+        Per stage, the DP reduction of each gradient bucket in launch order, seconds alone on
+        idle links (one collective joining every replica class; empty when dp = 1).
+    link_capacity : dict[str, float]
+        Link -> speed over nominal (1.0 when absent).
+    """
+
+    pp: int
+    groups: tuple[GroupPlan, ...]
+    stages: tuple[StagePlan, ...]
+    dp_buckets: tuple[tuple[float, ...], ...]
+    link_capacity: dict[str, float]
+
+    def stage(self, group: int, stage: int) -> StagePlan:
+        """The plan of ``stage`` in replica class ``group``."""
+        return self.stages[group * self.pp + stage]
+
+
+def out_link(group: str, stage: int) -> str:
+    """The sending side of a stage GPU's network share (NIC share or scale-up port)."""
+    return f"{group}/s{stage}/out"
+
+
+def in_link(group: str, stage: int) -> str:
+    """The receiving side of a stage GPU's network share."""
+    return f"{group}/s{stage}/in"

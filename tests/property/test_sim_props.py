@@ -1,0 +1,68 @@
+"""Properties of the DES step: monotonicity, conservation, determinism, closed-form bubbles."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+from simcluster.perf.pipeline import bubble_time_s
+from simcluster.sim import GpuSlowdown, Perturbations, run, simulate_step
+from simcluster.sim.build import uniform_plan
+from tests.golden.sim_cases import tiny
+
+SCHEDULES = st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1"])
+
+
+def _plan(schedule: str, p: int, m: int, message: float, seed: int):  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(seed)
+    t_f, t_b = float(rng.uniform(0.5, 2.0)), float(rng.uniform(1.0, 4.0))
+    v = 2 if schedule == "interleaved" else 1
+    t_w = t_b / 2 if schedule == "zb-h1" else 0.0
+    return uniform_plan(schedule, p, m, t_f, t_b, v, t_w, message)
+
+
+@given(SCHEDULES, st.integers(1, 6), st.integers(1, 12), st.floats(0.0, 1.0),
+       st.integers(0, 2**63 - 1), st.floats(1.0, 8.0))
+def test_more_bandwidth_never_slows_a_step(schedule: str, p: int, m: int, message: float,
+                                           seed: int, speedup: float) -> None:
+    plan = _plan(schedule, p, m, message, seed)
+    links = {f"nominal/s{i}/{d}": speedup for i in range(p) for d in ("in", "out")}
+    faster = run(replace(plan, link_capacity=links))
+    assert faster.iteration_time_s <= run(plan).iteration_time_s * (1 + 1e-12)
+
+
+@given(st.floats(0.1, 1.0), st.integers(0, 7), st.sampled_from([1, 2]))
+@example(0.5, 3, 2)
+def test_a_slower_gpu_never_speeds_a_step_up(factor: float, gpu: int, pp: int) -> None:
+    s = tiny(pp=pp)
+    node, local = divmod(gpu, 4)
+    slow = simulate_step(s, perturbations=Perturbations(
+        gpu_slowdown=(GpuSlowdown(node, local, factor),)))
+    assert slow.iteration_time_s >= simulate_step(s).iteration_time_s * (1 - 1e-12)
+
+
+@given(SCHEDULES, st.integers(1, 6), st.integers(1, 12), st.floats(0.0, 1.0),
+       st.integers(0, 2**63 - 1))
+def test_time_is_conserved_in_the_ledger(schedule: str, p: int, m: int, message: float,
+                                         seed: int) -> None:
+    result = run(_plan(schedule, p, m, message, seed))
+    end = max(r.end_s for r in result.records)
+    assert abs(result.breakdown.total_s - end) <= 1e-9 * end
+    assert min(result.breakdown.as_dict().values()) >= -1e-12
+
+
+@given(st.sampled_from(["gpipe", "1f1b", "zb-h1"]), st.booleans(), st.integers(0, 2**31))
+def test_same_seed_gives_an_identical_event_log(schedule: str, overlap: bool, seed: int) -> None:
+    s = replace(tiny(pp=2, schedule=schedule,
+                     execution={"overlap_grad_reduce": overlap}), seed=seed)
+    assert simulate_step(s).event_log() == simulate_step(s).event_log()
+
+
+@given(st.sampled_from(["gpipe", "1f1b"]), st.integers(1, 8), st.integers(1, 16))
+def test_uniform_bubble_is_the_closed_form(schedule: str, p: int, m: int) -> None:
+    result = run(uniform_plan(schedule, p, m, 1.0, 2.0))
+    expected = bubble_time_s(schedule, p, m, 1.0, 2.0)
+    assert abs(result.breakdown.bubble - expected) <= 1e-9 * max(expected, 1.0)

@@ -1,0 +1,60 @@
+"""Processor sharing on links: equal shares, re-planning on arrival and departure."""
+
+from __future__ import annotations
+
+import pytest
+import simpy
+
+from simcluster.errors import SpecError
+from simcluster.sim.network import Network, Transfer
+
+
+def _finish_times(starts: list[tuple[float, tuple[str, ...], float]],
+                  capacity: dict[str, float] | None = None) -> list[float]:
+    env = simpy.Environment()
+    net = Network(env, capacity)
+    ends: dict[int, float] = {}
+
+    def start(i: int, at: float, links: tuple[str, ...], work: float):  # type: ignore[no-untyped-def]
+        yield env.timeout(at)
+        done: Transfer = yield net.transfer(f"t{i}", links, work)
+        assert done.name == f"t{i}"
+        ends[i] = env.now
+
+    for i, (at, links, work) in enumerate(starts):
+        env.process(start(i, at, links, work))
+    env.run()
+    return [ends[i] for i in range(len(starts))]
+
+
+def test_alone_a_transfer_takes_its_work() -> None:
+    assert _finish_times([(0.0, ("a",), 2.0)]) == [2.0]
+
+
+def test_two_transfers_on_one_link_share_it_equally() -> None:
+    assert _finish_times([(0.0, ("a",), 1.0), (0.0, ("a",), 1.0)]) == [2.0, 2.0]
+
+
+def test_disjoint_links_do_not_interfere() -> None:
+    assert _finish_times([(0.0, ("a",), 1.0), (0.0, ("b",), 1.0)]) == [1.0, 1.0]
+
+
+def test_arrival_halfway_replans_the_first() -> None:
+    # t0 alone for 0.5 s (0.5 done), then both at half rate: t0 ends at 1.5, t1 gets its last
+    # 0.5 s alone after that: 1.0 done at 1.5, ends at 2.0.
+    assert _finish_times([(0.0, ("a",), 1.0), (0.5, ("a",), 1.0)]) == pytest.approx([1.5, 2.0])
+
+
+def test_the_most_loaded_link_sets_the_rate() -> None:
+    ends = _finish_times([(0.0, ("a", "b"), 1.0), (0.0, ("b",), 1.0), (0.0, ("b",), 1.0)])
+    assert ends == pytest.approx([3.0, 3.0, 3.0])
+
+
+def test_capacity_scales_speed() -> None:
+    assert _finish_times([(0.0, ("a",), 1.0)], {"a": 2.0}) == [0.5]
+
+
+def test_zero_work_completes_at_once_and_negative_is_refused() -> None:
+    assert _finish_times([(1.0, ("a",), 0.0)]) == [1.0]
+    with pytest.raises(SpecError):
+        Network(simpy.Environment()).transfer("x", ("a",), -1.0)
