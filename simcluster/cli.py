@@ -13,6 +13,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from simcluster import catalog, cli_collective, cli_reliability
+from simcluster.cli_args import positive_int
 from simcluster.errors import SpecError
 from simcluster.report.catalog import TABLES
 from simcluster.report.run import run_text
@@ -110,21 +111,11 @@ def _add_topology(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     tsub = topo.add_subparsers(dest="action", required=True, metavar="ACTION")
     p = tsub.add_parser("show", help="GPUs, per-GPU bandwidths, bisection bandwidth, Graphviz")
     p.add_argument("topology", help="preset name (see 'simcluster catalog topologies') or file")
-    p.add_argument("--nodes", type=_positive_int, default=1, help="number of nodes (default 1)")
+    p.add_argument("--nodes", type=positive_int, default=1, help="number of nodes (default 1)")
     p.add_argument("--dot", nargs="?", const="-", metavar="FILE",
                    help="write the graph as Graphviz DOT to FILE (stdout if no FILE)")
     p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     p.set_defaults(handler=_topology_show)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from simcluster import units
+from simcluster.cli_args import positive_int
 from simcluster.errors import SpecError
 from simcluster.flows.decompose import FLOW_ALGOS
 from simcluster.flows.tier_b import FlowModel
@@ -31,8 +32,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Add the ``collective`` subcommand to the subparsers of ``simcluster.cli``."""
     p = sub.add_parser("collective", help="time a collective like nccl-tests (time, algbw, busbw)")
     p.add_argument("--topology", required=True, help="preset name or topology file")
-    p.add_argument("--nodes", type=_positive_int, default=1, help="nodes (default 1)")
-    p.add_argument("--gpus", type=_positive_int, default=None,
+    p.add_argument("--nodes", type=positive_int, default=1, help="nodes (default 1)")
+    p.add_argument("--gpus", type=positive_int, default=None,
                    help="ranks in the group (default: every GPU of the nodes)")
     p.add_argument("--op", default="all_reduce", help=f"one of {', '.join(OPS)} (default all_reduce)")
     p.add_argument("--bytes", required=True, metavar="SIZE|A:B",
@@ -43,16 +44,6 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.add_argument("--plot", metavar="FILE", help="write busbw against size as a PNG (matplotlib)")
     p.set_defaults(handler=run_collective)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
 
 
 def parse_sizes(text: str) -> list[float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from simcluster.cli_args import non_negative_int, positive_int
 from simcluster.errors import SpecError
 from simcluster.horizon import interval_sweep, simulate_reliability
 from simcluster.report.reliability import summary_text, sweep_text
@@ -26,26 +27,6 @@ def parse_sweep(text: str) -> list[float]:
     if count > 1000:
         raise argparse.ArgumentTypeError(f"{count} intervals is too many (at most 1000)")
     return [(start + k * step) * 60.0 for k in range(count)]
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
-
-
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
-    return value
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -76,12 +57,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("scenario", help="scenario YAML file (with a reliability: section)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key by its dotted path, e.g. checkpoint.interval_min=30")
-    p.add_argument("--replicas", type=_count, default=200, help="Monte Carlo replicas (default 200)")
+    p.add_argument("--replicas", type=positive_int, default=200, help="Monte Carlo replicas (default 200)")
     p.add_argument("--interval-sweep", type=parse_sweep, metavar="START:STOP:STEP",
                    help="checkpoint intervals to compare, in minutes (STOP included)")
-    p.add_argument("--seed", type=_seed, default=None, help="root seed (default: the scenario's)")
+    p.add_argument("--seed", type=non_negative_int, default=None, help="root seed (default: the scenario's)")
     p.add_argument("--engine", choices=("fast", "simpy"), default="fast",
                    help="fast event loop (default) or the SimPy engine; identical results")
-    p.add_argument("--jobs", type=_count, default=1, help="worker processes (default 1)")
+    p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.set_defaults(handler=handle)

@@ -1,0 +1,25 @@
+"""Argument types shared by the command-line modules (argparse ``type=`` callables)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An argparse type accepting integers ``>= minimum`` with a clear message otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+positive_int = whole_number(1)
+non_negative_int = whole_number(0)
