@@ -1,220 +1,47 @@
-"""Compute time on one GPU: a per-operator roofline for transformer layers, logits, embedding, Adam.
+"""Compute time on one GPU: transformer layers, logits, embedding and the Adam step.
 
-Every operator is a GEMM (rate from its shape), a fused flash-attention kernel, or a memory-bound
-elementwise op (bytes over achievable HBM bandwidth), and takes ``max(compute time, memory time)``.
-The iteration engine sums these per pipeline stage; nothing here knows about communication.
-Calibration (peaks, matmul efficiency, ``gemm_half_dim``, memory efficiency) is accelerator data;
-the flash-attention efficiencies are module constants until the spec carries them.
-
-GEMM rate model (docs/catalog.md, "GEMM size model"), with ``g(d) = d / (d + gemm_half_dim)``:
-``rate(M, N, K) = peak * matmul_efficiency * g(M) g(N) g(K) / g(8192)^3``.
+Built from the roofline primitives of :mod:`.roofline` (re-exported here): each layer is the list
+of its operators with their shapes. The iteration engine sums these per pipeline stage; nothing
+here knows about communication.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Final
 
 from simcluster.errors import SpecError
+from simcluster.perf.roofline import (
+    ADAM_BYTES_PER_PARAM,
+    CAUSAL_WORK_FRACTION,
+    DTYPE_BYTES,
+    ELEMENTWISE_BACKWARD_BYTES_FACTOR,
+    FLASH_ATTENTION_BACKWARD_WORK,
+    MASK_BYTES,
+    REFERENCE_GEMM_DIM,
+    LayerTimes,
+    OperatorTime,
+    achievable_matmul_flops_per_s,
+    bytes_per_element,
+    flash_attention_operator,
+    gemm_operator,
+    gemm_time_s,
+    matmul_efficiency,
+    memory_bound_time_s,
+    memory_operator,
+    size_factor,
+)
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import RECOMPUTE
 
-#: Bytes per element of each dtype (tf32 is stored as fp32).
-DTYPE_BYTES: Final[dict[str, int]] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
-
-#: The GEMM size at which ``matmul_efficiency`` is anchored (MAMF / mli n = 8192 measurements).
-REFERENCE_GEMM_DIM: Final = 8192
-
-# Flash-attention rates over the best-shape matmul rate are accelerator calibration data
-# (AcceleratorSpec.attention_efficiency / attention_backward_efficiency, catalog/accelerators.yaml).
-
-#: Real backward work of flash attention over its forward FLOPs: 5 matmuls (recompute S = QK^T, then
-#: dV, dP, dQ, dK) against 2 forward (FlashAttention-2, arXiv 2307.08691, Algorithm 2; its
-#: benchmark counts backward as 2.5x forward). MFU accounting uses the 2x convention; time uses
-#: this.
-FLASH_ATTENTION_BACKWARD_WORK: Final = 2.5
-
-#: Share of the score matrix a causal flash kernel computes (tiles above the diagonal are skipped;
-#: FlashAttention-2 benchmarks halve causal FLOPs). Unfused attention computes the full matrix.
-CAUSAL_WORK_FRACTION: Final = 0.5
-
-#: Adam bytes per updated parameter: fp32 master weight, m and v each read and written
-#: (3 x 2 x 4 = 24), fp32 gradient read (4), 16-bit weight written (2) = 30 (Megatron distributed
-#: optimizer layout).
-ADAM_BYTES_PER_PARAM: Final = 30
-
-#: Backward of an elementwise op reads the output gradient and the saved input and writes the input
-#: gradient: about twice the forward bytes.
-ELEMENTWISE_BACKWARD_BYTES_FACTOR: Final = 2.0
-
-_MASK_BYTES: Final = 1  # a dropout mask is stored as one byte per element (torch bool)
-
-
-@dataclass(frozen=True, slots=True)
-class OperatorTime:
-    """One operator of a forward pass on one GPU.
-
-    Attributes
-    ----------
-    name : str
-        Operator (``qkv``, ``attention``, ``softmax``, ``mlp_up``, ``norm1`` ...).
-    kind : str
-        ``gemm``, ``attention`` (fused flash kernel) or ``memory`` (elementwise, bandwidth-bound).
-    flops : float
-        Forward FLOPs (standard convention: full score matrix, 2 FLOPs per multiply-add).
-    bytes : float
-        Forward HBM bytes read plus written.
-    time_s : float
-        Forward time, ``max(compute, memory)``.
-    backward_s : float
-        Backward time (input gradient plus weight gradient).
-    wgrad_s : float
-        The weight-gradient part of ``backward_s`` (zero for attention and elementwise ops).
-    """
-
-    name: str
-    kind: str
-    flops: float
-    bytes: float
-    time_s: float
-    backward_s: float
-    wgrad_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class LayerTimes:
-    """Forward, backward and recompute time of one block for one micro-batch on one GPU.
-
-    Attributes
-    ----------
-    forward_s, backward_s : float
-        Forward and full backward (dgrad + wgrad) time.
-    wgrad_s : float
-        Weight-gradient part of ``backward_s`` (the W of ZB-H1).
-    recompute_s : float
-        Extra forward work before backward under the recompute policy.
-    operators : tuple[OperatorTime, ...]
-        Per-operator breakdown of the forward pass.
-    """
-
-    forward_s: float
-    backward_s: float
-    wgrad_s: float
-    recompute_s: float
-    operators: tuple[OperatorTime, ...]
-
-
-def _bytes_per_element(dtype: str) -> int:
-    if dtype not in DTYPE_BYTES:
-        raise SpecError("precision", f"unknown dtype {dtype!r}; expected {list(DTYPE_BYTES)}")
-    return DTYPE_BYTES[dtype]
-
-
-def matmul_efficiency(acc: AcceleratorSpec, dtype: str) -> float:
-    """Best-shape matmul rate over peak for ``dtype``.
-
-    Falls back to the bf16 then the fp16 value (the same tensor cores) when ``dtype`` has none, and
-    to 1.0 when neither is given.
-    """
-    for key in (dtype, "bf16", "fp16"):
-        if key in acc.matmul_efficiency:
-            return acc.matmul_efficiency[key]
-    return 1.0
-
-
-def size_factor(dim: float, half_dim: float) -> float:
-    """Per-dimension GEMM efficiency factor ``g(d) = d / (d + half_dim)`` (docs/catalog.md)."""
-    return dim / (dim + half_dim)
-
-
-def achievable_matmul_flops_per_s(acc: AcceleratorSpec, dtype: str, m: float, n: float,
-                                  k: float) -> float:
-    """Achievable FLOP/s of an ``[m, k] x [k, n]`` GEMM.
-
-    ``peak * eff * g(m) g(n) g(k) / g(8192)^3`` (docs/catalog.md; eff from MAMF or mli n = 8192).
-
-    Parameters
-    ----------
-    acc : AcceleratorSpec
-        The accelerator (``SpecError`` when it has no peak for ``dtype``).
-    dtype : str
-        Operand dtype.
-    m, n, k : float
-        Output rows, output columns and reduction length (elements, > 0).
-
-    Returns
-    -------
-    float
-        FLOP/s; equals ``peak * eff`` at 8192^3 and can exceed it for larger shapes.
-    """
-    if min(m, n, k) <= 0:
-        raise SpecError("gemm", f"dimensions must be > 0, got m={m}, n={n}, k={k}")
-    half = acc.gemm_half_dim
-    shape = size_factor(m, half) * size_factor(n, half) * size_factor(k, half)
-    reference = size_factor(REFERENCE_GEMM_DIM, half) ** 3
-    return acc.peak(dtype) * matmul_efficiency(acc, dtype) * shape / reference
-
-
-def gemm_time_s(acc: AcceleratorSpec, dtype: str, m: float, n: float, k: float) -> float:
-    """Compute time of one GEMM, ``2mnk / achievable_matmul_flops_per_s`` (seconds)."""
-    return 2.0 * m * n * k / achievable_matmul_flops_per_s(acc, dtype, m, n, k)
-
-
-def memory_bound_time_s(acc: AcceleratorSpec, nbytes: float) -> float:
-    """Time to stream ``nbytes`` through HBM: ``nbytes / (bandwidth * memory_efficiency)`` (s)."""
-    return nbytes / (acc.memory_bandwidth_Bps * acc.memory_efficiency)
-
-
-def gemm_operator(acc: AcceleratorSpec, dtype: str, name: str, shape: tuple[float, float, float],
-                  batch: float = 1.0, weight: bool = True) -> OperatorTime:
-    """A (batched) GEMM with its backward, each pass ``max(compute, memory)``.
-
-    Forward ``C[m,n] = A[m,k] B[k,n]``; backward dgrad ``dA = dC B^T`` (shape m, k, n) and wgrad
-    ``dB = A^T dC`` (shape k, n, m), the same FLOPs each. Bytes per pass are the three matrices. For
-    the rate, a batch of GEMMs counts as one GEMM with ``sqrt(batch)`` times larger ``m`` and ``n``:
-    the same number of output tiles to spread over the SMs; ``k`` (the per-tile loop) is unchanged.
-    ``weight=False`` (attention score/AV GEMMs) files both backward GEMMs as input gradients.
-    """
-    m, n, k = shape
-    size = _bytes_per_element(dtype)
-    nbytes = batch * (m * k + k * n + m * n) * size  # A, B read; C written
-
-    spread = math.sqrt(batch)  # output tiles scale with batch*m*n: spread the batch over m and n
-
-    def timed(mm: float, nn: float, kk: float) -> float:
-        rate = achievable_matmul_flops_per_s(acc, dtype, spread * mm, spread * nn, kk)
-        return max(2.0 * batch * mm * nn * kk / rate, memory_bound_time_s(acc, nbytes))
-
-    dgrad, wgrad = timed(m, k, n), timed(k, n, m)
-    return OperatorTime(name, "gemm", 2.0 * batch * m * n * k, nbytes, timed(m, n, k),
-                        dgrad + wgrad, wgrad if weight else 0.0)
-
-
-def memory_operator(acc: AcceleratorSpec, name: str, nbytes: float) -> OperatorTime:
-    """An elementwise op moving ``nbytes`` forward and ~2x that backward, no weight gradient."""
-    forward = memory_bound_time_s(acc, nbytes)
-    return OperatorTime(name, "memory", 0.0, nbytes, forward,
-                        ELEMENTWISE_BACKWARD_BYTES_FACTOR * forward, 0.0)
-
-
-def flash_attention_operator(acc: AcceleratorSpec, dtype: str, flops: float, nbytes: float,
-                             causal: bool) -> OperatorTime:
-    """One fused flash-attention kernel (FlashAttention-2, arXiv 2307.08691).
-
-    ``flops`` is the standard count (full score matrix); the kernel's real work is
-    ``CAUSAL_WORK_FRACTION`` of it when causal. Forward runs at ``acc.attention_efficiency`` and
-    backward (``FLASH_ATTENTION_BACKWARD_WORK`` x the forward work) at
-    ``acc.attention_backward_efficiency`` of the best-shape matmul rate.
-    """
-    best = acc.peak(dtype) * matmul_efficiency(acc, dtype)
-    work = flops * (CAUSAL_WORK_FRACTION if causal else 1.0)
-    memory = memory_bound_time_s(acc, nbytes)
-    forward = max(work / (acc.attention_efficiency * best), memory)
-    backward_work = FLASH_ATTENTION_BACKWARD_WORK * work
-    backward = max(backward_work / (acc.attention_backward_efficiency * best), 2.0 * memory)
-    return OperatorTime("attention", "attention", flops, nbytes, forward, backward, 0.0)
+__all__ = [
+    "ADAM_BYTES_PER_PARAM", "CAUSAL_WORK_FRACTION", "DTYPE_BYTES", "ELEMENTWISE_BACKWARD_BYTES_FACTOR",
+    "FLASH_ATTENTION_BACKWARD_WORK", "REFERENCE_GEMM_DIM", "LayerTimes", "OperatorTime",
+    "achievable_matmul_flops_per_s", "embedding_times", "flash_attention_operator", "gemm_operator",
+    "gemm_time_s", "layer_times", "logits_times", "matmul_efficiency", "memory_bound_time_s",
+    "memory_operator", "optimizer_step_time_s", "size_factor",
+]
 
 
 def _check_split(name: str, value: int, tp: int) -> None:
@@ -243,7 +70,7 @@ def _shape(model: ModelSpec, dtype: str, b: int, s: int, tp: int, cp: int, sp: b
     tokens = b * s / cp
     kv_width = max(model.kv_heads / tp, 1.0) * model.head_dim  # KV heads replicate when tp > kv
     return _Shape(b, s, tokens, tokens / tp if sp else tokens, model.heads / tp, kv_width,
-                  _bytes_per_element(dtype))
+                  bytes_per_element(dtype))
 
 
 def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
@@ -260,7 +87,7 @@ def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Sha
     result = [gemm_operator(acc, dtype, "scores", (q, sh.seq, hd), heads_batch, weight=False),
               memory_operator(acc, "softmax", 2 * scores * sh.size)]  # read + write, mask fused
     if model.bias:  # GPT/BERT-style attention dropout: read, write, mask
-        result.append(memory_operator(acc, "attn_dropout", scores * (2 * sh.size + _MASK_BYTES)))
+        result.append(memory_operator(acc, "attn_dropout", scores * (2 * sh.size + MASK_BYTES)))
     result.append(gemm_operator(acc, dtype, "attn_v", (q, hd, sh.seq), heads_batch, weight=False))
     return result
 
@@ -281,7 +108,7 @@ def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
     act = sh.norm_tokens * model.hidden
     result = []
     if model.bias:
-        result.append(memory_operator(acc, f"dropout{tag}", act * (2 * sh.size + _MASK_BYTES)))
+        result.append(memory_operator(acc, f"dropout{tag}", act * (2 * sh.size + MASK_BYTES)))
     result.append(memory_operator(acc, f"residual{tag}", 3 * act * sh.size))  # 2 reads, 1 write
     return result
 
@@ -386,7 +213,7 @@ def logits_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch
     elements: read the logits and write the softmax kept for backward, 4 B each.
     """
     tokens = micro_batch * seq_len / cp
-    size = _bytes_per_element(dtype)
+    size = bytes_per_element(dtype)
     norm = memory_operator(acc, "final_norm", 2 * tokens * model.hidden * size)
     gemm = gemm_operator(acc, dtype, "logits", (tokens, model.vocab / tp, model.hidden))
     loss = memory_operator(acc, "cross_entropy", 2 * tokens * model.vocab / tp * 4)
@@ -402,12 +229,12 @@ def embedding_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_ba
     a scatter-add into the embedding gradient (~2x bytes).
     """
     elements = micro_batch * seq_len / cp * model.hidden
-    act = elements * _bytes_per_element(dtype)
+    act = elements * bytes_per_element(dtype)
     operators = [memory_operator(acc, "embedding", 2 * act)]  # rows read, activations written
     if model.position == "learned":
         operators.append(memory_operator(acc, "position_add", 3 * act))  # 2 reads, 1 write
     if model.bias:  # GPT-style embedding dropout: read, write, mask
-        dropout_bytes = 2 * act + elements * _MASK_BYTES
+        dropout_bytes = 2 * act + elements * MASK_BYTES
         operators.append(memory_operator(acc, "embedding_dropout", dropout_bytes))
     return _times(operators, 0.0)
 
