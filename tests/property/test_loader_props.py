@@ -108,3 +108,18 @@ def test_every_model_preset_loads() -> None:
     for name in catalog.names("models"):
         doc = {**VALID, "model": name, "parallelism": {"tp": 1, "pp": 1, "global_batch": 32}}
         assert load_scenario(doc).model.name == name
+
+
+@given(st.text(max_size=200))
+def test_arbitrary_yaml_text_files_raise_only_spec_errors(text: str) -> None:
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "s.yaml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            load_scenario(path)
+        except SpecError as err:
+            assert err.source == str(path)
+            assert "\n" not in str(err)
