@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcluster.perf.params import count_params
+from simcluster.perf.pipeline import in_flight_microbatches
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import ParallelismSpec, Scenario
 from simcluster.units import GiB
@@ -188,11 +189,9 @@ def in_flight_micro_batches(schedule: str, pp: int, stage: int, micro_batches: i
     GPipe: all ``m``. 1F1B and ZB-H1: ``min(p - stage, m)`` (Megatron ``schedules.py`` warm-up
     ``p - stage - 1`` plus the one in steady state). Interleaved: see :func:`in_flight_units`.
     """
-    if schedule == "gpipe":
-        return micro_batches
-    if schedule in ("1f1b", "zb-h1"):
-        return min(pp - stage, micro_batches)
-    raise ValueError(f"schedule {schedule!r} has no single in-flight count; use in_flight_units")
+    if schedule == "interleaved":
+        raise ValueError("schedule 'interleaved' has no single in-flight count; use in_flight_units")
+    return int(in_flight_microbatches(schedule, pp, micro_batches, stage=stage))
 
 
 def in_flight_units(par: ParallelismSpec, stage: int) -> tuple[int, ...]:

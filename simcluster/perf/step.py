@@ -93,7 +93,8 @@ class StepEstimate:
         return self.breakdown.bubble / self.iteration_time_s if self.iteration_time_s else 0.0
 
 
-def _layer(s: Scenario) -> LayerTimes:
+def scenario_layer_times(s: Scenario) -> LayerTimes:
+    """One transformer layer of ``s`` per micro-batch on one GPU (its layout and kernels)."""
     par = s.parallelism
     return layer_times(s.model, s.cluster.topology.accelerator, s.precision, par.micro_batch,
                        s.model.seq_len, par.tp, par.cp, par.sequence_parallel, par.recompute,
@@ -107,7 +108,7 @@ def _attention_fwd_s(layer: LayerTimes) -> float:
 def stage_times(s: Scenario, groups: comm_plan.Groups) -> tuple[StageTimes, ...]:
     """Per-micro-batch times of every pipeline stage (its chunks summed)."""
     par, acc = s.parallelism, s.cluster.topology.accelerator
-    layer = _layer(s)
+    layer = scenario_layer_times(s)
     tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups)
     cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, _attention_fwd_s(layer))
     ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)

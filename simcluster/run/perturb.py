@@ -8,26 +8,14 @@ by Tier B contention (:func:`degraded_nodes`). Slow GPUs are handled per pipelin
 
 from __future__ import annotations
 
-import dataclasses
-
+from simcluster.sim.durations import degraded
+from simcluster.sim.perturb import perturbations_of, uniform_link_factors
 from simcluster.spec.scenario import Scenario
 
 
 def with_uniform_links(s: Scenario) -> Scenario:
     """``s`` with every ``node: null`` link degradation folded into the topology's bandwidths."""
-    topo = s.cluster.topology
-    up, out = topo.scale_up, topo.scale_out
-    for link in s.perturbations.link_bandwidth:
-        if link.node is not None:
-            continue
-        if link.layer == "scale_out":
-            out = dataclasses.replace(out, nic_Bps=out.nic_Bps * link.factor)
-        else:
-            up = dataclasses.replace(up, bandwidth_Bps=up.bandwidth_Bps * link.factor)
-    if (up, out) == (topo.scale_up, topo.scale_out):
-        return s
-    topo = dataclasses.replace(topo, scale_up=up, scale_out=out)
-    return dataclasses.replace(s, cluster=dataclasses.replace(s.cluster, topology=topo))
+    return degraded(s, *uniform_link_factors(perturbations_of(s)))
 
 
 def degraded_nodes(s: Scenario) -> dict[int, float]:

@@ -17,14 +17,9 @@ import math
 from dataclasses import dataclass
 
 from simcluster.perf import comm_plan
-from simcluster.perf.compute import (
-    LayerTimes,
-    embedding_times,
-    layer_times,
-    logits_times,
-    optimizer_step_time_s,
-)
+from simcluster.perf.compute import embedding_times, logits_times, optimizer_step_time_s
 from simcluster.perf.memory import grad_bytes_for, stage_chunks, stage_params
+from simcluster.perf.step import scenario_layer_times
 from simcluster.spec.scenario import Scenario
 
 Parts = tuple[tuple[str, float], ...]
@@ -67,13 +62,6 @@ def degraded(s: Scenario, scale_out: float, scale_up: float) -> Scenario:
     return dataclasses.replace(s, cluster=dataclasses.replace(s.cluster, topology=topo))
 
 
-def _layer(s: Scenario) -> LayerTimes:
-    par = s.parallelism
-    return layer_times(s.model, s.cluster.topology.accelerator, s.precision, par.micro_batch,
-                       s.model.seq_len, par.tp, par.cp, par.sequence_parallel, par.recompute,
-                       s.execution.flash_attention, ep=par.ep)
-
-
 def _parts(compute: float, tp: float, cp: float, ep: float) -> Parts:
     return (("compute", compute), ("tp_comm", tp), ("cp_comm", cp), ("ep_comm", ep))
 
@@ -81,7 +69,7 @@ def _parts(compute: float, tp: float, cp: float, ep: float) -> Parts:
 def chunk_times(s: Scenario, groups: comm_plan.Groups) -> tuple[tuple[ChunkTimes, ...], ...]:
     """Per stage, per local chunk: the op durations of one micro-batch."""
     par, acc = s.parallelism, s.cluster.topology.accelerator
-    layer = _layer(s)
+    layer = scenario_layer_times(s)
     attention = sum(o.time_s for o in layer.operators if o.kind == "attention")
     tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups)
     cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, attention)
