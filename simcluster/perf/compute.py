@@ -39,8 +39,8 @@ __all__ = [
     "ADAM_BYTES_PER_PARAM", "CAUSAL_WORK_FRACTION", "DTYPE_BYTES", "ELEMENTWISE_BACKWARD_BYTES_FACTOR",
     "FLASH_ATTENTION_BACKWARD_WORK", "REFERENCE_GEMM_DIM", "LayerTimes", "OperatorTime",
     "achievable_matmul_flops_per_s", "embedding_times", "flash_attention_operator", "gemm_operator",
-    "gemm_time_s", "layer_times", "logits_times", "matmul_efficiency", "memory_bound_time_s",
-    "memory_operator", "optimizer_step_time_s", "size_factor",
+    "gemm_time_s", "grad_accumulation_time_s", "layer_times", "logits_times", "matmul_efficiency",
+    "memory_bound_time_s", "memory_operator", "optimizer_step_time_s", "size_factor",
 ]
 
 
@@ -261,3 +261,19 @@ def optimizer_step_time_s(acc: AcceleratorSpec, params_on_gpu: float, dp_shards:
                         f"{params_on_gpu}")
     updated = math.ceil(params_on_gpu / dp_shards)
     return memory_bound_time_s(acc, updated * ADAM_BYTES_PER_PARAM)
+
+
+def grad_accumulation_time_s(acc: AcceleratorSpec, params: float, param_bytes: int,
+                             grad_bytes: int) -> float:
+    """One micro-batch's unfused weight-gradient accumulation over ``params`` parameters (s).
+
+    Without ``--gradient-accumulation-fusion`` the wgrad GEMM writes a fresh gradient and a
+    separate elementwise add folds it into the accumulation buffer (Megatron-LM's DDP hook
+    ``param.main_grad.add_(param.grad)``, or autograd's ``.grad`` accumulation): read the new
+    gradient (``param_bytes``), read and write the buffer (``grad_bytes`` each). Memory-bound.
+    """
+    if params < 0 or min(param_bytes, grad_bytes) < 1:
+        raise SpecError("execution.grad_accumulation_fusion",
+                        f"need params >= 0 and byte sizes >= 1, got {params}, {param_bytes}, "
+                        f"{grad_bytes}")
+    return memory_bound_time_s(acc, params * (param_bytes + 2 * grad_bytes))

@@ -4,7 +4,8 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
 
 1. Per pipeline stage, per micro-batch: forward and backward (with recompute) compute of the
    stage's layers (:mod:`.compute`), the first stage's embedding and the last stage's logits and
-   loss, plus the exposed TP, CP and EP communication of those layers (:mod:`.comm_plan`).
+   loss, plus the exposed TP, CP and EP communication of those layers (:mod:`.comm_plan`), plus
+   the unfused gradient-accumulation pass when ``execution.grad_accumulation_fusion`` is off.
 2. Pipeline: ``m`` micro-batches on the slowest stage, plus the schedule's fill and drain computed
    with the average stage (:mod:`.pipeline`), plus pipeline sends on the critical path.
 3. Data-parallel reduction after the stage's last backward: the part the drain does not hide
@@ -24,6 +25,7 @@ from simcluster.perf import comm_plan
 from simcluster.perf.compute import (
     LayerTimes,
     embedding_times,
+    grad_accumulation_time_s,
     layer_times,
     logits_times,
     optimizer_step_time_s,
@@ -101,6 +103,21 @@ def scenario_layer_times(s: Scenario) -> LayerTimes:
                        s.execution.flash_attention, ep=par.ep)
 
 
+def grad_accumulation_s(s: Scenario, params: float) -> float:
+    """Unfused gradient accumulation of ``params`` for one micro-batch; 0 with the fusion on.
+
+    The wgrad GEMMs write 16-bit gradients (fp32 in fp32 training). Under ZeRO-2/3 gradients are
+    reduce-scattered every micro-batch, so only this rank's shard is accumulated.
+    """
+    if s.execution.grad_accumulation_fusion:
+        return 0.0
+    par = s.parallelism
+    shard = params / (par.dp * par.cp) if par.zero_stage >= 2 else params
+    fresh = 4 if s.precision == "fp32" else 2
+    return grad_accumulation_time_s(s.cluster.topology.accelerator, shard, fresh,
+                                    grad_bytes_for(s.precision))
+
+
 def _attention_fwd_s(layer: LayerTimes) -> float:
     return sum(o.time_s for o in layer.operators if o.kind == "attention")
 
@@ -119,11 +136,13 @@ def stage_times(s: Scenario, groups: comm_plan.Groups) -> tuple[StageTimes, ...]
     for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
         n = sum(chunks)
         extras = ([first] if i == 0 else []) + ([last] if i == par.pp - 1 else [])
+        params = stage_params(s.model, par, i, n)
+        accumulate = grad_accumulation_s(s, params.dense + params.expert)
         out.append(StageTimes(
             forward_compute_s=n * layer.forward_s + sum(e.forward_s for e in extras),
             backward_compute_s=n * (layer.backward_s + layer.recompute_s)
-            + sum(e.backward_s for e in extras),
-            wgrad_s=n * layer.wgrad_s + sum(e.wgrad_s for e in extras),
+            + sum(e.backward_s for e in extras) + accumulate,
+            wgrad_s=n * layer.wgrad_s + sum(e.wgrad_s for e in extras) + accumulate,
             tp_s=n * (tp_f + tp_b), cp_s=n * (cp_f + cp_b), ep_s=n * (ep_f + ep_b)))
     return tuple(out)
 

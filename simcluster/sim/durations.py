@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from simcluster.perf import comm_plan
 from simcluster.perf.compute import embedding_times, logits_times, optimizer_step_time_s
 from simcluster.perf.memory import grad_bytes_for, stage_chunks, stage_params
-from simcluster.perf.step import scenario_layer_times
+from simcluster.perf.step import grad_accumulation_s, scenario_layer_times
 from simcluster.spec.scenario import Scenario
 
 Parts = tuple[tuple[str, float], ...]
@@ -80,12 +80,14 @@ def chunk_times(s: Scenario, groups: comm_plan.Groups) -> tuple[tuple[ChunkTimes
     out = []
     for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
         row = []
-        for c, n in enumerate(chunks):
+        for c, (n, params) in enumerate(zip(chunks, chunk_params(s, i, chunks), strict=True)):
             vs = c * par.pp + i
             extras = ([first] if vs == 0 else []) + ([last] if vs == n_virtual - 1 else [])
+            accumulate = grad_accumulation_s(s, params)
             fwd = n * layer.forward_s + sum(e.forward_s for e in extras)
-            bwd = n * (layer.backward_s + layer.recompute_s) + sum(e.backward_s for e in extras)
-            wgrad = n * layer.wgrad_s + sum(e.wgrad_s for e in extras)
+            bwd = n * (layer.backward_s + layer.recompute_s) + sum(e.backward_s for e in extras) \
+                + accumulate
+            wgrad = n * layer.wgrad_s + sum(e.wgrad_s for e in extras) + accumulate
             tb, cb, eb = n * tp_b, n * cp_b, n * ep_b
             row.append(ChunkTimes(forward=_parts(fwd, n * tp_f, n * cp_f, n * ep_f),
                                   backward=_parts(bwd, tb, cb, eb),

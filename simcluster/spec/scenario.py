@@ -111,6 +111,9 @@ class ExecutionSpec:
         True, doc="DP gradient reduction overlaps the last backward (--overlap-grad-reduce)")
     scatter_gather: bool = spec_field(
         True, doc="pipeline sends split over TP ranks, all-gathered over NVLink (SC'21 4.1)")
+    grad_accumulation_fusion: bool = spec_field(
+        True, doc="weight-gradient GEMMs accumulate into the gradient buffer "
+        "(--gradient-accumulation-fusion); false: a separate add per micro-batch")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -66,3 +66,17 @@ def test_uniform_bubble_is_the_closed_form(schedule: str, p: int, m: int) -> Non
     result = run(uniform_plan(schedule, p, m, 1.0, 2.0))
     expected = bubble_time_s(schedule, p, m, 1.0, 2.0)
     assert abs(result.breakdown.bubble - expected) <= 1e-9 * max(expected, 1.0)
+
+
+@given(SCHEDULES, st.sampled_from([1, 2]), st.booleans(), st.sampled_from([8, 16]))
+def test_unfused_grad_accumulation_never_speeds_a_step(schedule: str, pp: int, overlap: bool,
+                                                       batch: int) -> None:
+    # Extra backward work per micro-batch (ops only lengthen) cannot shorten a fixed op order.
+    if schedule == "interleaved" and pp == 1:
+        schedule = "1f1b"
+    v = 2 if schedule == "interleaved" else 1
+    fused = tiny(pp=pp, schedule=schedule, batch=batch, virtual_stages=v,
+                 execution={"overlap_grad_reduce": overlap})
+    unfused = tiny(pp=pp, schedule=schedule, batch=batch, virtual_stages=v,
+                   execution={"overlap_grad_reduce": overlap, "grad_accumulation_fusion": False})
+    assert simulate_step(unfused).iteration_time_s >= simulate_step(fused).iteration_time_s

@@ -204,3 +204,16 @@ def test_optimizer_step_bytes() -> None:
     full = compute.optimizer_step_time_s(A100, 8e9)
     assert full == pytest.approx(8e9 * 30 / (2039e9 * 0.79))
     assert compute.optimizer_step_time_s(A100, 8e9, dp_shards=8) == pytest.approx(full / 8)
+
+
+def test_unfused_grad_accumulation_bytes() -> None:
+    """Unfused accumulation reads the fresh gradient and reads and writes the buffer, per param."""
+    fp16 = compute.grad_accumulation_time_s(A100, 2e9, 2, 2)
+    assert fp16 == pytest.approx(2e9 * 6 / (2039e9 * 0.79))
+    assert compute.grad_accumulation_time_s(A100, 2e9, 2, 4) == pytest.approx(fp16 * 10 / 6)
+    assert compute.grad_accumulation_time_s(A100, 0.0, 2, 4) == 0.0
+
+
+def test_grad_accumulation_rejects_bad_sizes() -> None:
+    with pytest.raises(SpecError, match=r"execution\.grad_accumulation_fusion"):
+        compute.grad_accumulation_time_s(A100, -1.0, 2, 2)

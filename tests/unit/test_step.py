@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from simcluster.cli import main
+from simcluster.perf.memory import stage_params
 from simcluster.perf.pipeline import bubble_time_s
-from simcluster.perf.step import estimate_step
+from simcluster.perf.step import estimate_step, grad_accumulation_s
 from simcluster.run.single import simulate
 from simcluster.spec import load_scenario
 
@@ -115,3 +116,17 @@ def test_context_parallel_comm_is_reported() -> None:
     b = estimate_step(s).breakdown
     assert b.cp_comm >= 0.0
     assert b.compute > 0
+
+
+def test_unfused_grad_accumulation_costs_one_pass_per_micro_batch() -> None:
+    # pp = 1: the only stage holds every parameter; each of m micro-batches adds one pass.
+    over = ["parallelism.pp=1", "parallelism.schedule=1f1b", "parallelism.virtual_stages=1",
+            "model.layers=8", "parallelism.tp=8"]
+    fused = load_scenario(GPT3, over)
+    unfused = load_scenario(GPT3, [*over, "execution.grad_accumulation_fusion=false"])
+    params = stage_params(fused.model, fused.parallelism, 0, 8)
+    one = grad_accumulation_s(unfused, params.dense + params.expert)
+    assert one > 0
+    assert grad_accumulation_s(fused, params.dense) == 0.0
+    added = estimate_step(unfused).breakdown.compute - estimate_step(fused).breakdown.compute
+    assert added == pytest.approx(fused.parallelism.micro_batches * one, rel=1e-9)

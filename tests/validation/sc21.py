@@ -6,19 +6,26 @@ transcribed in shared/calibration/published.yaml (ids below). Published numbers 
 under the paper's Eq. 3 (hardware FLOPs with full recompute); the comparison converts simcluster's
 iteration time with that same formula (calibration/README.md section 9).
 
-Choices the paper does not state, fixed once for every row (not fitted per row):
-- micro-batch 1 wherever pipelining is used (Table 2 reports 1 for every PTD row); without
-  pipelining (Table 1 rows with pp = 1) the largest of 4, 2, 1 that divides the per-replica batch;
-- interleaved 1F1B (the paper's default for end-to-end runs) with v = 2 virtual stages where the
-  layers split evenly, else the smallest v > 1 that does, else plain 1F1B;
+Run settings per row come from the authors' own reproduction scripts, NVIDIA/Megatron-LM
+``examples/sc21/run_table_1.sh`` (@cf547dea and @79a3bb6b, identical settings): micro-batch size,
+layers per virtual pipeline stage (interleaving only where the script asks for it: 76B, 145B, 310B,
+530B; the 39B and 1T rows run plain 1F1B) and the DDP implementation (PyTorch DDP, whose gradient
+all-reduce overlaps the last backward, up to 18B; Megatron's local DDP, all-reduce after backward,
+above). Table 2 has no script: its PTD rows use micro-batch 1 (published) and the virtual-stage
+size the authors' scripts use for the same layouts (175B on PP 12: 2 layers, run_figure_12.sh and
+run_figure_18.sh; 530B on PP 35: 1 layer, run_table_1.sh).
+
+Fixed for every row (not fitted per row):
+- ``--fp16`` (A100 peak 312 TFLOP/s, as the paper), full recompute (``--recompute-method
+  uniform``), DGX A100 80 GB nodes with 8 x 200 Gb/s HDR (Selene);
 - no flash attention (2021: scores GEMM, Megatron's fused scale-mask-softmax, dropout, AV GEMM);
-- DP gradient all-reduce after the backward pass, not overlapped (Megatron-LM of 2021), no
-  distributed optimizer (ZeRO 0) for PTD rows; DeepSpeed ZeRO-3 rows use zero_stage 3;
-- fp16 (A100 peak 312 TFLOP/s, as the paper), full recompute, on DGX A100 80 GB nodes with 8 x
-  200 Gb/s HDR (Selene);
-- the GEMM efficiency of the software of the time: A100 fp16 matmul measured at 230 TFLOP/s by
-  mli/transformers-benchmarks (published.yaml ``mli_microbench_summary_A100``), i.e. 0.737 of peak,
-  instead of the catalog's 2025 MAMF figure (0.869).
+- no gradient-accumulation fusion (it came to Megatron-LM later): each micro-batch's weight
+  gradients are added into the 16-bit gradient buffer by a separate pass;
+- no distributed optimizer (ZeRO 0) for PTD rows; DeepSpeed ZeRO-3 rows use zero_stage 3 with
+  their published micro-batch;
+- the catalog's A100 GEMM efficiency (``MATMUL_EFFICIENCY_2021``: 0.869, the MAMF best shape).
+  The lower 2021-era figure of mli/transformers-benchmarks (230 TFLOP/s, 0.737) was tried and
+  makes every row slow.
 """
 
 from __future__ import annotations
@@ -35,7 +42,13 @@ MATMUL_EFFICIENCY_2021 = 0.869
 
 @dataclass(frozen=True)
 class Case:
-    """One published configuration: (id, layers, hidden, heads, gpus, tp, pp, batch, micro, TFLOP/s)."""
+    """One published configuration and the run settings of the authors' scripts.
+
+    ``micro`` is the micro-batch size, ``chunk_layers`` the layers per virtual pipeline stage
+    (``--num-layers-per-virtual-pipeline-stage``; None: plain 1F1B) and ``torch_ddp`` whether
+    PyTorch DDP (gradient all-reduce overlapped with backward) rather than Megatron's local DDP
+    (all-reduce after backward) was used.
+    """
 
     id: str
     layers: int
@@ -45,8 +58,10 @@ class Case:
     tp: int
     pp: int
     batch: int
-    micro: int | None
+    micro: int
     tflops: float
+    chunk_layers: int | None = None
+    torch_ddp: bool = False
 
     @property
     def zero3(self) -> bool:
@@ -55,48 +70,39 @@ class Case:
 
 
 CASES = [
-    Case("sc21_table1_1.7B", 24, 2304, 24, 32, 1, 1, 512, None, 137),
-    Case("sc21_table1_3.6B", 30, 3072, 32, 64, 2, 1, 512, None, 138),
-    Case("sc21_table1_7.5B", 36, 4096, 32, 128, 4, 1, 512, None, 142),
-    Case("sc21_table1_18.4B", 40, 6144, 48, 256, 8, 1, 1024, None, 135),
-    Case("sc21_table1_39.1B", 48, 8192, 64, 512, 8, 2, 1536, None, 138),
-    Case("sc21_table1_76.1B", 60, 10240, 80, 1024, 8, 4, 1792, None, 140),
-    Case("sc21_table1_145.6B", 80, 12288, 96, 1536, 8, 8, 2304, None, 148),
-    Case("sc21_table1_310.1B", 96, 16384, 128, 1920, 8, 16, 2160, None, 155),
-    Case("sc21_table1_529.6B", 105, 20480, 128, 2520, 8, 35, 2520, None, 163),
-    Case("sc21_table1_1008.0B", 128, 25600, 160, 3072, 8, 64, 3072, None, 163),
+    Case("sc21_table1_1.7B", 24, 2304, 24, 32, 1, 1, 512, 16, 137, torch_ddp=True),
+    Case("sc21_table1_3.6B", 30, 3072, 32, 64, 2, 1, 512, 16, 138, torch_ddp=True),
+    Case("sc21_table1_7.5B", 36, 4096, 32, 128, 4, 1, 512, 16, 142, torch_ddp=True),
+    Case("sc21_table1_18.4B", 40, 6144, 48, 256, 8, 1, 1024, 8, 135, torch_ddp=True),
+    Case("sc21_table1_39.1B", 48, 8192, 64, 512, 8, 2, 1536, 4, 138),
+    Case("sc21_table1_76.1B", 60, 10240, 80, 1024, 8, 4, 1792, 2, 140, chunk_layers=5),
+    Case("sc21_table1_145.6B", 80, 12288, 96, 1536, 8, 8, 2304, 2, 148, chunk_layers=5),
+    Case("sc21_table1_310.1B", 96, 16384, 128, 1920, 8, 16, 2160, 1, 155, chunk_layers=3),
+    Case("sc21_table1_529.6B", 105, 20480, 128, 2520, 8, 35, 2520, 1, 163, chunk_layers=1),
+    Case("sc21_table1_1008.0B", 128, 25600, 160, 3072, 8, 64, 3072, 1, 163),
     Case("sc21_table2_zero3_175B_384gpu", 96, 12288, 96, 384, 1, 1, 1536, 4, 144),
     Case("sc21_table2_zero3_175B_768gpu", 96, 12288, 96, 768, 1, 1, 1536, 2, 88),
     Case("sc21_table2_zero3_175B_1536gpu", 96, 12288, 96, 1536, 1, 1, 1536, 1, 44),
     Case("sc21_table2_zero3_530B_640gpu", 105, 20480, 128, 640, 1, 1, 2560, 4, 138),
     Case("sc21_table2_zero3_530B_1120gpu", 105, 20480, 128, 1120, 1, 1, 2240, 2, 98),
     Case("sc21_table2_zero3_530B_2240gpu", 105, 20480, 128, 2240, 1, 1, 2240, 1, 48),
-    Case("sc21_table2_ptd_175B_384gpu", 96, 12288, 96, 384, 8, 12, 1536, 1, 153),
-    Case("sc21_table2_ptd_175B_768gpu", 96, 12288, 96, 768, 8, 12, 1536, 1, 149),
-    Case("sc21_table2_ptd_175B_1536gpu", 96, 12288, 96, 1536, 8, 12, 1536, 1, 141),
-    Case("sc21_table2_ptd_530B_560gpu", 105, 20480, 128, 560, 8, 35, 2240, 1, 171),
-    Case("sc21_table2_ptd_530B_1120gpu", 105, 20480, 128, 1120, 8, 35, 2240, 1, 167),
-    Case("sc21_table2_ptd_530B_2240gpu", 105, 20480, 128, 2240, 8, 35, 2240, 1, 159),
+    Case("sc21_table2_ptd_175B_384gpu", 96, 12288, 96, 384, 8, 12, 1536, 1, 153, chunk_layers=2),
+    Case("sc21_table2_ptd_175B_768gpu", 96, 12288, 96, 768, 8, 12, 1536, 1, 149, chunk_layers=2),
+    Case("sc21_table2_ptd_175B_1536gpu", 96, 12288, 96, 1536, 8, 12, 1536, 1, 141, chunk_layers=2),
+    Case("sc21_table2_ptd_530B_560gpu", 105, 20480, 128, 560, 8, 35, 2240, 1, 171, chunk_layers=1),
+    Case("sc21_table2_ptd_530B_1120gpu", 105, 20480, 128, 1120, 8, 35, 2240, 1, 167,
+         chunk_layers=1),
+    Case("sc21_table2_ptd_530B_2240gpu", 105, 20480, 128, 2240, 8, 35, 2240, 1, 159,
+         chunk_layers=1),
 ]
 VOCAB, SEQ = 51200, 2048
 
 
-def _micro(case: Case) -> int:
-    if case.micro is not None:
-        return case.micro
-    if case.pp > 1:
-        return 1
-    per_replica = case.batch // (case.gpus // case.tp)
-    return next(b for b in (4, 2, 1) if per_replica % b == 0)
-
-
 def _schedule(case: Case) -> dict[str, Any]:
-    if case.pp == 1:
+    if case.chunk_layers is None:
         return {"schedule": "1f1b"}
-    for v in (2, 3, 4, 5, 6, 7):
-        if case.layers % (case.pp * v) == 0:
-            return {"schedule": "interleaved", "virtual_stages": v}
-    return {"schedule": "1f1b"}
+    return {"schedule": "interleaved",
+            "virtual_stages": case.layers // (case.pp * case.chunk_layers)}
 
 
 def scenario(case: Case, execution: dict[str, Any] | None = None, **parallelism: Any) -> Scenario:
@@ -107,12 +113,12 @@ def scenario(case: Case, execution: dict[str, Any] | None = None, **parallelism:
     topology = {"preset": "dgx-a100-80gb",
                 "accelerator": {"preset": "a100-sxm-80gb",
                                 "matmul_efficiency": {"fp16": MATMUL_EFFICIENCY_2021}}}
-    par = {"tp": case.tp, "pp": case.pp, "global_batch": case.batch, "micro_batch": _micro(case),
+    par = {"tp": case.tp, "pp": case.pp, "global_batch": case.batch, "micro_batch": case.micro,
            "recompute": "full", "zero_stage": 3 if case.zero3 else 0,
            **_schedule(case), **parallelism}
     return load_scenario({"name": case.id, "model": model, "precision": "fp16",
-                          "execution": {"flash_attention": False, "overlap_grad_reduce": False,
-                                        **execution},
+                          "execution": {"flash_attention": False, "grad_accumulation_fusion": False,
+                                        "overlap_grad_reduce": case.torch_ddp, **execution},
                           "cluster": {"topology": topology, "nodes": case.gpus // 8},
                           "parallelism": par})
 

@@ -24,10 +24,9 @@ TOLERANCE = 0.10
 MEDIAN_TOLERANCE = 0.05
 
 # Known misses (see docs/validation.md): DeepSpeed ZeRO-3 of 2021 ran far below what its
-# communication volume and compute explain (per-step time ~66 s at 768 and 1536 GPUs alike); and
-# the largest pipelines (1 layer per virtual chunk) come out 12-13% fast.
-KNOWN_MISSES = {c.id for c in CASES if c.zero3} | {"sc21_table1_1008.0B",
-                                                  "sc21_table2_ptd_530B_2240gpu"}
+# communication volume and compute explain (per-step time ~66 s at 768 and 1536 GPUs alike, a
+# per-GPU cost proportional to the parameters); simcluster models a network-bound ZeRO-3.
+KNOWN_MISSES = {c.id for c in CASES if c.zero3}
 
 
 def _param(case: Case) -> object:
@@ -49,7 +48,7 @@ def test_sc21_configuration_within_10_percent(case: Case, engine: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.xfail(strict=True, reason="median 8-9% with the ZeRO-3 rows; see docs/validation.md")
+@pytest.mark.xfail(strict=True, reason="median 6.0% with the ZeRO-3 rows; see docs/validation.md")
 def test_sc21_median_error_within_5_percent(engine: str) -> None:
     errors = [abs(predicted_tflops(scenario(c), engine) / c.tflops - 1) for c in CASES]
     assert statistics.median(errors) <= MEDIAN_TOLERANCE
@@ -57,11 +56,12 @@ def test_sc21_median_error_within_5_percent(engine: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("engine", ENGINES)
-def test_sc21_ptd_and_weak_scaling_median_within_6_percent(engine: str) -> None:
-    # The 16 Megatron (PTD) rows alone: median 5.2% (analytical), 5.4% (DES) today.
+def test_sc21_ptd_and_weak_scaling_median_within_5_percent(engine: str) -> None:
+    # The median bar on the 16 Megatron (PTD) rows alone: 4.6% (analytical) and 5.0%
+    # (DES) today.
     errors = [abs(predicted_tflops(scenario(c), engine) / c.tflops - 1)
               for c in CASES if not c.zero3]
-    assert statistics.median(errors) <= 0.06
+    assert statistics.median(errors) <= MEDIAN_TOLERANCE
 
 
 @pytest.mark.slow
@@ -74,6 +74,7 @@ def test_des_never_below_the_compute_lower_bound(case: Case) -> None:
     assert des.iteration_time_s >= s.parallelism.micro_batches * slowest * (1 - 1e-9)
 
 
+# Megatron-LM examples/sc21/run_figure_17.sh: TP 8, PP 16, micro-batch 1, plain 1F1B, local DDP.
 RECOMPUTE_145B = Case("sc21_recompute_145B_128gpu", 80, 12288, 96, 128, 8, 16, 16, 1, 0)
 
 
@@ -88,7 +89,9 @@ def test_recompute_costs_at_most_a_third(batch: int) -> None:
     assert 0.15 <= loss <= 0.33
 
 
-SCATTER_GATHER_175B = Case("sc21_scatter_gather_175B_96gpu", 96, 12288, 96, 96, 8, 12, 12, 1, 0)
+# Megatron-LM examples/sc21/run_figure_18.sh: TP 8, PP 12, 2 layers per virtual stage.
+SCATTER_GATHER_175B = Case("sc21_scatter_gather_175B_96gpu", 96, 12288, 96, 96, 8, 12, 12, 1, 0,
+                           chunk_layers=2)
 
 
 @pytest.mark.slow
