@@ -15,19 +15,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "validati
 from sc21 import table
 
 
-def main() -> None:
-    rows = table()
+def print_table(rows: list[tuple[str, float, float, float]], digits: int = 1) -> None:
+    """Markdown table of (id, published, analytical, DES) rows and the error summary per engine."""
     print("| configuration | published | analytical | error | DES | error |")
     print("|---|---:|---:|---:|---:|---:|")
     for case_id, published, fast, des in rows:
-        print(f"| {case_id} | {published:.0f} | {fast:.1f} | {fast / published - 1:+.1%} "
-              f"| {des:.1f} | {des / published - 1:+.1%} |")
+        print(f"| {case_id} | {published:.0f} | {fast:.{digits}f} | {fast / published - 1:+.1%} "
+              f"| {des:.{digits}f} | {des / published - 1:+.1%} |")
     for name, column in (("analytical", 2), ("DES", 3)):
         errors = [abs(r[column] / r[1] - 1) for r in rows]
         print(f"\n{name}: max |error| {max(errors):.1%}, median |error| "
               f"{statistics.median(errors):.1%}, {sum(e <= 0.10 for e in errors)}/{len(errors)} "
               "within 10%", end="")
     print()
+
+
+def main() -> None:
+    print_table(table())
 
 
 if __name__ == "__main__":
