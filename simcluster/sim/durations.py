@@ -66,8 +66,10 @@ def _parts(compute: float, tp: float, cp: float, ep: float) -> Parts:
     return (("compute", compute), ("tp_comm", tp), ("cp_comm", cp), ("ep_comm", ep))
 
 
-def chunk_times(s: Scenario, groups: comm_plan.Groups) -> tuple[tuple[ChunkTimes, ...], ...]:
-    """Per stage, per local chunk: the op durations of one micro-batch."""
+def chunk_times(s: Scenario, groups: comm_plan.Groups,
+                params: tuple[tuple[float, ...], ...]) -> tuple[tuple[ChunkTimes, ...], ...]:
+    """Per stage, per local chunk: the op durations of one micro-batch (``params``: per stage,
+    per local chunk, as :func:`chunk_params`)."""
     par, acc = s.parallelism, s.cluster.topology.accelerator
     layer = scenario_layer_times(s)
     attention = sum(o.time_s for o in layer.operators if o.kind == "attention")
@@ -80,10 +82,10 @@ def chunk_times(s: Scenario, groups: comm_plan.Groups) -> tuple[tuple[ChunkTimes
     out = []
     for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
         row = []
-        for c, (n, params) in enumerate(zip(chunks, chunk_params(s, i, chunks), strict=True)):
+        for c, (n, held) in enumerate(zip(chunks, params[i], strict=True)):
             vs = c * par.pp + i
             extras = ([first] if vs == 0 else []) + ([last] if vs == n_virtual - 1 else [])
-            accumulate = grad_accumulation_s(s, params)
+            accumulate = grad_accumulation_s(s, held)
             fwd = n * layer.forward_s + sum(e.forward_s for e in extras)
             bwd = n * (layer.backward_s + layer.recompute_s) + sum(e.backward_s for e in extras) \
                 + accumulate
@@ -129,11 +131,12 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     """Every stage's durations."""
     par, acc = s.parallelism, s.cluster.topology.accelerator
     groups = comm_plan.groups(s)
-    times = chunk_times(s, groups)
+    per_stage = tuple(chunk_params(s, i, chunks)
+                      for i, chunks in enumerate(stage_chunks(par, s.model.layers)))
+    times = chunk_times(s, groups, per_stage)
     message = comm_plan.pp_message_s(s, groups)
     out = []
-    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
-        params = chunk_params(s, i, chunks)
+    for i, params in enumerate(per_stage):
         total = sum(params)
         gather = comm_plan.zero3_gather_s(s, groups, total) / (2 * par.micro_batches)
         shards = par.dp * par.cp if par.zero_stage >= 1 else 1

@@ -68,4 +68,3 @@ def test_step_is_never_below_the_compute_lower_bound(doc: dict[str, Any]) -> Non
     step = estimate_step(s)
     slowest = max(st.forward_compute_s + st.backward_compute_s for st in step.stages)
     assert step.iteration_time_s >= s.parallelism.micro_batches * slowest
-
