@@ -1,23 +1,29 @@
-"""Links as shared resources: transfers share a link's bandwidth equally (processor sharing).
+"""Links as shared resources: concurrent transfers share bandwidth max-min fairly.
 
 A transfer has ``work_s`` (its duration alone on idle links, from the collective model) and the
-links it crosses. While ``n`` transfers are active on a link, each gets ``capacity/n`` of it; a
-transfer progresses at the rate of its most loaded link. When a transfer arrives or leaves, the
-transfers sharing a link with it are advanced to now, re-rated and their completion re-planned
-in closed form (SimGrid-style flow model, reference/network.md sections 4.3 and 7.1 tier B, with
-equal shares instead of max-min water-filling, so a change only touches its link neighbours).
-Latency is inside ``work_s`` and is shared like the rest: a stated simplification.
+links it crosses; alone it would fill each of them. Rates are in units of that solo speed, so a
+link of capacity ``c`` (1.0 = nominal) carries transfers whose rates sum to at most ``c``. The
+rates are max-min fair, found by progressive filling (water-filling): every transfer rises at one
+common rate, a link saturates when its transfers' rates reach its capacity, the transfers on it
+freeze and the others keep rising (Bertsekas and Gallager, *Data Networks*, 2nd ed., section
+6.5.2; SimGrid's flow model, reference/network.md sections 4.3 and 7.1 tier B). When a transfer
+arrives or leaves, the transfers connected to it through shared links are advanced to now,
+re-rated, and those whose rate changed have their completion re-planned in closed form. Latency is
+inside ``work_s`` and is shared like the rest: a stated simplification.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
 import simpy
 
 from simcluster.errors import SpecError
+
+#: Relative tolerance under which two link shares count as saturating in the same round.
+SATURATION_RTOL = 1e-12
 
 
 @dataclass(slots=True, eq=False)
@@ -37,6 +43,42 @@ class Transfer:
     def __post_init__(self) -> None:
         self.remaining_s = self.work_s
         self.since_s = self.start_s
+
+
+def max_min_shares(paths: Sequence[Sequence[str]],
+                   capacity: Mapping[str, float] | None = None) -> list[float]:
+    """Max-min fair rate of each transfer crossing ``paths[i]`` (progressive filling).
+
+    Each transfer crosses each of its links once; ``capacity`` gives a link's capacity (default
+    1.0). Every path must name at least one link. Pure Python: the DES solves thousands of tiny
+    problems (one to a few dozen transfers), where array set-up would dominate; ``flows.maxmin``
+    is the numpy solver for large incidence matrices.
+    """
+    cap = capacity or {}
+    if len(paths) == 1:  # alone: the slowest of its links
+        return [min(cap.get(link, 1.0) for link in paths[0])]
+    users: dict[str, list[int]] = {}
+    for i, path in enumerate(paths):
+        for link in dict.fromkeys(path):
+            users.setdefault(link, []).append(i)
+    remaining = {link: cap.get(link, 1.0) for link in users}
+    rates = [0.0] * len(paths)
+    frozen = [False] * len(paths)
+    level = 0.0
+    while users:
+        shares = {link: max(remaining[link], 0.0) / len(us) for link, us in users.items()}
+        step = min(shares.values())
+        level += step
+        for link, us in users.items():
+            remaining[link] -= step * len(us)
+        tight = [link for link, share in shares.items() if share <= step * (1 + SATURATION_RTOL)]
+        for i in (i for link in tight for i in users[link]):
+            if not frozen[i]:
+                frozen[i], rates[i] = True, level
+        users = {link: [i for i in us if not frozen[i]] for link, us in users.items()
+                 if link not in tight}
+        users = {link: us for link, us in users.items() if us}
+    return rates
 
 
 def _payload(event: simpy.Event) -> tuple[Transfer, int]:
@@ -62,26 +104,33 @@ class Network:
             return flow.done
         for link in flow.links:
             self.on_link.setdefault(link, []).append(flow)
-        self._replan(self._neighbours(flow))
+        self._replan(self._connected(flow.links))
         return flow.done
 
-    def _neighbours(self, flow: Transfer) -> list[Transfer]:
-        """Active transfers sharing a link with ``flow`` (``flow`` included if active)."""
+    def _connected(self, links: Sequence[str]) -> list[Transfer]:
+        """Active transfers reachable from ``links`` through shared links (discovery order)."""
         seen: dict[int, Transfer] = {}
-        for link in flow.links:
-            for other in self.on_link.get(link, ()):
-                seen[id(other)] = other
+        todo, visited = list(links), set(links)
+        while todo:
+            for other in self.on_link.get(todo.pop(), ()):
+                if id(other) not in seen:
+                    seen[id(other)] = other
+                    todo.extend(link for link in other.links if link not in visited)
+                    visited.update(other.links)
         return list(seen.values())
 
     def _replan(self, flows: list[Transfer]) -> None:
-        now, cap = self.env.now, self.capacity
-        for flow in flows:
+        if not flows:
+            return
+        now = self.env.now
+        rates = max_min_shares([flow.links for flow in flows], self.capacity)
+        for flow, rate in zip(flows, rates, strict=True):
+            if rate == flow.rate:
+                continue  # its timer still fires at the right time
             flow.remaining_s -= flow.rate * (now - flow.since_s)
-            flow.since_s = now
-            flow.rate = min(cap.get(link, 1.0) / len(self.on_link[link]) for link in flow.links)
+            flow.since_s, flow.rate = now, rate
             flow.generation += 1
-            timer = self.env.timeout(max(flow.remaining_s, 0.0) / flow.rate,
-                                     (flow, flow.generation))
+            timer = self.env.timeout(max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
             timer.callbacks.append(self._on_timer)
 
     def _on_timer(self, event: simpy.Event) -> None:
@@ -91,5 +140,5 @@ class Network:
         for link in flow.links:
             self.on_link[link].remove(flow)
         flow.remaining_s = 0.0
-        self._replan(self._neighbours(flow))
+        self._replan(self._connected(flow.links))
         flow.done.succeed(flow)

@@ -1,4 +1,4 @@
-"""Processor sharing on links: equal shares, re-planning on arrival and departure."""
+"""Links shared max-min fairly, re-planned on arrival and departure."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import simpy
 
 from simcluster.errors import SpecError
-from simcluster.sim.network import Network, Transfer
+from simcluster.sim.network import Network, Transfer, max_min_shares
 
 
 def _finish_times(starts: list[tuple[float, tuple[str, ...], float]],
@@ -58,3 +58,25 @@ def test_zero_work_completes_at_once_and_negative_is_refused() -> None:
     assert _finish_times([(1.0, ("a",), 0.0)]) == [1.0]
     with pytest.raises(SpecError):
         Network(simpy.Environment()).transfer("x", ("a",), -1.0)
+
+
+def test_capacity_left_by_a_flow_limited_elsewhere_goes_to_the_others() -> None:
+    # t0 crosses a and b; a carries t0, t1, t2 (1/3 each). Equal shares would give t3 half of b;
+    # max-min gives it what t0 leaves, 2/3, so it ends at 1.5 (not 2.0). The others end at 3.0.
+    ends = _finish_times([(0.0, ("a", "b"), 1.0), (0.0, ("a",), 1.0), (0.0, ("a",), 1.0),
+                          (0.0, ("b",), 1.0)])
+    assert ends == pytest.approx([3.0, 3.0, 3.0, 1.5])
+
+
+def test_max_min_shares_hand_computed() -> None:
+    # Links ab, bc, cd of capacity 1; flow 0 crosses all three, flow 1 ab, flow 2 bc, flow 3
+    # bc + cd. bc saturates first with three flows (1/3 each, freezing 0, 2 and 3); cd keeps 1/3
+    # unused; ab gives flow 1 what flow 0 leaves, 2/3.
+    paths = [("ab", "bc", "cd"), ("ab",), ("bc",), ("bc", "cd")]
+    assert max_min_shares(paths) == pytest.approx([1 / 3, 2 / 3, 1 / 3, 1 / 3])
+
+
+def test_max_min_shares_honours_capacities_and_a_lone_transfer() -> None:
+    assert max_min_shares([("a", "b")], {"a": 0.5}) == [0.5]
+    assert max_min_shares([("a",), ("a", "b"), ("b",)], {"a": 2.0, "b": 1.0}) == \
+        pytest.approx([1.5, 0.5, 0.5])
