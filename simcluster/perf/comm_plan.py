@@ -137,15 +137,3 @@ def dp_reduce_s(s: Scenario, g: Groups, params_on_gpu: float, grad_bytes: float)
     weights = params_on_gpu * ACT_BYTES[s.precision]
     return (collective_time("reduce_scatter", grads, g.dp).time_s
             + collective_time("all_gather", weights, g.dp).time_s)
-
-
-def zero3_gather_s(s: Scenario, g: Groups, params_on_gpu: float) -> float:
-    """ZeRO-3 parameter all-gathers: once for forward and once for backward, per micro-batch.
-
-    Rajbhandari et al. SC'20 section 7.2.2: 3x the parameter volume per step instead of 2x, the
-    extra all-gathers repeated for every micro-batch of gradient accumulation.
-    """
-    if g.dp is None or s.parallelism.zero_stage < 3:
-        return 0.0
-    weights = params_on_gpu * ACT_BYTES[s.precision]
-    return 2 * s.parallelism.micro_batches * collective_time("all_gather", weights, g.dp).time_s

@@ -10,7 +10,9 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
    with the average stage (:mod:`.pipeline`), plus pipeline sends on the critical path.
 3. Data-parallel reduction after the stage's last backward: the part the drain does not hide
    (stage ``i`` finishes its backward about ``i`` micro-batch backward times before stage 0), less
-   what overlaps the last backward when ``execution.overlap_grad_reduce`` is on.
+   what overlaps the last backward when ``execution.overlap_grad_reduce`` is on. Under ZeRO-3
+   instead: per-layer gathers and reduce-scatters every micro-batch, hidden behind the layers'
+   compute as far as prefetching allows (:mod:`.zero3`).
 4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
 
 Left out, stated: data loading, logging, kernel launch gaps, host-side jitter (category
@@ -33,6 +35,7 @@ from simcluster.perf.compute import (
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
 from simcluster.perf.memory import grad_bytes_for, stage_chunks, stage_params
 from simcluster.perf.pipeline import bubble_time_s
+from simcluster.perf.zero3 import zero3_layer, zero3_step_s
 from simcluster.spec.scenario import Scenario
 
 
@@ -201,13 +204,19 @@ def estimate_step(s: Scenario) -> StepEstimate:
     stages = stage_times(s, groups)
     crit = max(stages, key=lambda st: st.total_s)
     m = par.micro_batches
-    dp_exposed, dp_total, dp_hidden = _dp_exposed_s(s, groups, stages)
-    # ZeRO-3 is only allowed with pp = 1 (spec/checks.py), so stage 0 holds every parameter.
-    zero3 = comm_plan.zero3_gather_s(s, groups, stage_params(s.model, par, 0, s.model.layers).dense)
+    # ZeRO-3 is only allowed with pp = 1 (spec/checks.py), so stage 0 holds every parameter; its
+    # gradients are reduce-scattered layer by layer (perf.zero3), not by the DP buckets.
+    layer = zero3_layer(s, groups, stage_params(s.model, par, 0, s.model.layers).dense)
+    if layer is None:
+        dp_exposed, dp_total, dp_hidden = _dp_exposed_s(s, groups, stages)
+    else:
+        dp_exposed, dp_total = zero3_step_s(s, layer, crit.forward_compute_s,
+                                            crit.backward_compute_s)
+        dp_hidden = dp_total - dp_exposed
     breakdown = TimeBreakdown(
         compute=m * (crit.forward_compute_s + crit.backward_compute_s),
         tp_comm=m * crit.tp_s, cp_comm=m * crit.cp_s, ep_comm=m * crit.ep_s,
-        pp_comm=_pp_comm_s(s, groups), dp_comm=dp_exposed + zero3,
+        pp_comm=_pp_comm_s(s, groups), dp_comm=dp_exposed,
         bubble=_fill_drain_s(s, stages) if par.pp > 1 else 0.0,
         optimizer=_optimizer_s(s))
     return StepEstimate(

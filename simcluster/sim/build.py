@@ -10,9 +10,10 @@ last op ends (Megatron-LM of 2021: all-reduce after the backward pass).
 
 from __future__ import annotations
 
+from simcluster.perf.memory import stage_chunks
 from simcluster.sim.durations import Parts, StageDurations, degraded, stage_durations
 from simcluster.sim.perturb import Perturbations, ReplicaClass, replica_classes, uniform_link_factors
-from simcluster.sim.plan import GroupPlan, MsgKey, Op, Send, StagePlan, StepPlan
+from simcluster.sim.plan import GroupPlan, MsgKey, Op, Send, StagePlan, StepPlan, Zero3Pass
 from simcluster.sim.schedules import SchedOp, stage_order
 from simcluster.spec.scenario import Scenario
 
@@ -62,6 +63,16 @@ def _bucket_slots(order: list[SchedOp], d: StageDurations,
     return slots
 
 
+def _zero3_pass(s: Scenario, d: StageDurations, sop: SchedOp) -> Zero3Pass | None:
+    """The ZeRO-3 collectives of ``sop`` (gather before F, B, Bi; scatter after B, W), pp = 1."""
+    if d.zero3 is None:
+        return None
+    gather = d.zero3.gather_s if sop.kind != "W" else 0.0
+    scatter = d.zero3.scatter_s if sop.kind in ("B", "W") else 0.0
+    layers = stage_chunks(s.parallelism, s.model.layers)[0][sop.chunk]
+    return Zero3Pass(layers, gather, scatter, s.execution.zero3_prefetch)
+
+
 def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int,
                durs: dict[int, tuple[StageDurations, ...]],
                variant: dict[tuple[int, int], int]) -> tuple[Op, ...]:
@@ -82,7 +93,7 @@ def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int,
         out = Send(send[0], send[1], messages[send[1]]) if send is not None else None
         key = (sop.kind, sop.chunk)
         ops.append(Op(f"{sop.kind} c{sop.chunk} mb{sop.mb}", sop.kind, totals[key], table[key],
-                      recv, out, d.gather_s if sop.kind != "W" else 0.0, slots.get(idx, ())))
+                      recv, out, _zero3_pass(s, d, sop), slots.get(idx, ())))
     return tuple(ops)
 
 

@@ -68,15 +68,15 @@ def critical_path(records: Sequence[OpRecord], end_s: float) -> tuple[OpRecord, 
 
 
 def dp_overlap(out: EngineOutput, group: str, stage: int) -> tuple[float, float]:
-    """(total, hidden) DP bucket reduction seconds on the critical stage.
+    """(total, hidden) DP reduction seconds on the critical stage.
 
-    Total is the wall time the stage's buckets took on the DP stream; hidden is the part not
-    exposed as a wait on the compute stream.
+    Total is the wall time the stage's DP buckets (or its ZeRO-3 gathers and reduce-scatters) took
+    on their streams; hidden is the part not exposed as a wait on the compute stream.
     """
-    total = sum(r.duration_s for r in out.records if r.stream == "dp" and r.stage == stage
-                and r.name.startswith("bucket"))
+    total = sum(r.duration_s for r in out.records if r.stream in ("dp", "dp-rs")
+                and r.stage == stage and r.group in ("all", group))
     exposed = sum(r.duration_s for r in out.records if r.stream == "compute" and r.group == group
-                  and r.stage == stage and r.name == "wait dp")
+                  and r.stage == stage and r.category == "dp_comm")
     return total, max(total - exposed, 0.0)
 
 

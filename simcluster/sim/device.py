@@ -19,7 +19,16 @@ import simpy
 
 from simcluster.observe.records import OpRecord
 from simcluster.sim.network import Network, Transfer
-from simcluster.sim.plan import MsgKey, Op, Send, StagePlan, StepPlan, in_link, out_link
+from simcluster.sim.plan import (
+    MsgKey,
+    Op,
+    Send,
+    StagePlan,
+    StepPlan,
+    Zero3Pass,
+    in_link,
+    out_link,
+)
 
 Proc = Generator[simpy.Event, Any, None]
 
@@ -122,15 +131,58 @@ class Device:
                                        "pp_comm", start, (("pp_comm", send.work_s),), self.last)
         self.fabric.event("msg", self.group, send.key).succeed((self.last, start))
 
-    def gather(self, op: Op) -> Proc:
-        """ZeRO-3 parameter all-gather before ``op``, on this stage's links; the stream waits."""
+    def run_layers(self, op: Op, z: Zero3Pass) -> Proc:
+        """Run ``op`` layer by layer with its ZeRO-3 gathers and reduce-scatters.
+
+        Gathers run on the ``dp`` stream, reduce-scatters on ``dp-rs`` (each stream in order).
+        With prefetch the next layer's gather is issued when a layer's compute starts and the
+        reduce-scatters run behind the compute; the op ends when the last one has. Without it
+        every collective blocks the compute stream.
+        """
+        env, n = self.env, z.layers
+        issue = [env.event() for _ in range(n)]
+        gathers = [env.process(self._zero3("dp", f"all-gather {op.name} L{k}", z.gather_s, issue[k]))
+                   for k in range(n)] if z.gather_s > 0 else []
+        parts = tuple((category, sec / n) for category, sec in op.parts)
+        issue[0].succeed()
+        scatter: simpy.Process | None = None
+        for k in range(n):
+            if gathers:
+                yield from self._await(gathers[k], f"wait all-gather {op.name} L{k}")
+            if z.prefetch and k + 1 < n:
+                issue[k + 1].succeed()
+            start = env.now
+            yield env.timeout(op.duration_s / n)
+            self._book(f"{op.name} L{k}", "compute", start, parts, self.last)
+            if z.scatter_s > 0:
+                scatter = env.process(self._zero3("dp-rs", f"reduce-scatter {op.name} L{k}",
+                                                  z.scatter_s, scatter))
+                if not z.prefetch:
+                    yield from self._await(scatter, f"wait reduce-scatter {op.name} L{k}")
+            if not z.prefetch and k + 1 < n:
+                issue[k + 1].succeed()
+        if scatter is not None:
+            yield from self._await(scatter, f"wait reduce-scatter {op.name}")
+
+    def _zero3(self, stream: str, name: str, work_s: float,
+               after: simpy.Event | None) -> Generator[simpy.Event, Any, int]:
+        """One ZeRO-3 collective on this stage's links once ``after`` has happened; its eid."""
+        if after is not None:
+            yield after
         start = self.env.now
         links = (out_link(self.group, self.stage), in_link(self.group, self.stage))
-        yield self.fabric.network.transfer(f"gather {op.name}", links, op.gather_s)
-        flow = self.fabric.record(self.group, self.stage, "dp", f"all-gather {op.name}",
-                                  "dp_comm", start, (("dp_comm", op.gather_s),), self.last)
-        self._book(f"wait gather {op.name}", "dp_comm",
-                   start, (("dp_comm", self.env.now - start),), flow)
+        yield self.fabric.network.transfer(name, links, work_s)
+        return self.fabric.record(self.group, self.stage, stream, name, "dp_comm", start,
+                                  (("dp_comm", work_s),), self.last)
+
+    def _await(self, collective: simpy.Process, name: str) -> Proc:
+        """Wait for a ZeRO-3 collective; the wait is exposed DP time."""
+        start = self.env.now
+        if not collective.triggered:
+            yield collective
+        if self.env.now > start:
+            self._book(name, "dp_comm", start, (("dp_comm", self.env.now - start),),
+                       _value(collective))
 
     def wait_dp(self) -> Proc:
         """Wait until this stage's last DP bucket is reduced (exposed DP time)."""
@@ -166,9 +218,10 @@ def compute_stream(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc
     for op in plan.ops:
         if op.recv is not None:
             yield from dev.wait_message(op.recv)
-        if op.gather_s > 0:
-            yield from dev.gather(op)
-        yield from dev.run(op)
+        if op.zero3 is not None:
+            yield from dev.run_layers(op, op.zero3)
+        else:
+            yield from dev.run(op)
         if op.send is not None:
             yield from dev.send(op, op.send)
     yield from dev.wait_dp()

@@ -5,9 +5,10 @@ input gradient and weight gradient (ZB-H1), each as seconds per ledger category:
 the layers' TP, CP and EP communication folded in at chunk granularity (exposed, not overlapped,
 as in :mod:`simcluster.perf.comm_plan`). The first virtual chunk carries the embedding, the last
 the logits and loss. Per stage: the pipeline message, the DP gradient buckets (Megatron-LM
-``DistributedDataParallel``: ``max(40M, 1M x dp)`` parameters per bucket), the ZeRO-3 gather per
-op and the optimizer step. A link-degraded variant is the same scenario with the topology's
-bandwidth scaled (:func:`degraded`).
+``DistributedDataParallel``: ``max(40M, 1M x dp)`` parameters per bucket; none under ZeRO-3), the
+ZeRO-3 per-layer gather and reduce-scatter (:mod:`simcluster.perf.zero3`) and the optimizer step.
+A link-degraded variant is the same scenario with the topology's bandwidth scaled
+(:func:`degraded`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from simcluster.perf import comm_plan
 from simcluster.perf.compute import embedding_times, logits_times, optimizer_step_time_s
 from simcluster.perf.memory import grad_bytes_for, stage_chunks, stage_params
 from simcluster.perf.step import grad_accumulation_s, scenario_layer_times
+from simcluster.perf.zero3 import Zero3Layer, zero3_layer
 from simcluster.spec.scenario import Scenario
 
 Parts = tuple[tuple[str, float], ...]
@@ -45,7 +47,7 @@ class StageDurations:
     chunks: tuple[ChunkTimes, ...]
     buckets: tuple[tuple[float, ...], ...]  # per chunk: each bucket's DP reduction, seconds
     pp_message_s: float
-    gather_s: float  # ZeRO-3 all-gather before each forward and backward op
+    zero3: Zero3Layer | None  # ZeRO-3 per-layer gather and reduce-scatter (None: not ZeRO-3)
     optimizer_s: float
 
 
@@ -138,10 +140,11 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     out = []
     for i, params in enumerate(per_stage):
         total = sum(params)
-        gather = comm_plan.zero3_gather_s(s, groups, total) / (2 * par.micro_batches)
+        zero3 = zero3_layer(s, groups, total)
         shards = par.dp * par.cp if par.zero_stage >= 1 else 1
         out.append(StageDurations(
-            chunks=times[i], buckets=tuple(_bucket_works(s, groups, p) for p in params),
-            pp_message_s=message, gather_s=gather,
+            chunks=times[i], buckets=tuple(() if zero3 else _bucket_works(s, groups, p)
+                                           for p in params),
+            pp_message_s=message, zero3=zero3,
             optimizer_s=optimizer_step_time_s(acc, total, shards)))
     return tuple(out)

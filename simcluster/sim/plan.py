@@ -23,6 +23,29 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
+class Zero3Pass:
+    """ZeRO-3 collectives of one op, run layer by layer on the stage's links.
+
+    Attributes
+    ----------
+    layers : int
+        Layers the op covers; its compute is split evenly over them.
+    gather_s : float
+        Parameter all-gather before each layer's compute (0: none, e.g. ``W``).
+    scatter_s : float
+        Gradient reduce-scatter after each layer's compute (0 in forward and ``Bi``).
+    prefetch : bool
+        Issue the next layer's gather when a layer's compute starts and let reduce-scatters run
+        behind the compute (the op ends when the last one has); otherwise every collective blocks.
+    """
+
+    layers: int
+    gather_s: float
+    scatter_s: float
+    prefetch: bool
+
+
+@dataclass(frozen=True, slots=True)
 class Op:
     """One op of a stage's compute stream.
 
@@ -40,8 +63,8 @@ class Op:
         The pipeline message the op waits for.
     send : Send | None
         The pipeline message sent when the op ends (the stream waits for it: blocking p2p).
-    gather_s : float
-        ZeRO-3 parameter all-gather before the op (0 without ZeRO-3), on the stage's links.
+    zero3 : Zero3Pass | None
+        ZeRO-3 per-layer gathers and reduce-scatters of the op (None without ZeRO-3).
     buckets : tuple[tuple[int, float], ...]
         DP gradient buckets this op completes: (bucket index, fraction of the op when ready).
     """
@@ -52,7 +75,7 @@ class Op:
     parts: tuple[tuple[str, float], ...]
     recv: MsgKey | None = None
     send: Send | None = None
-    gather_s: float = 0.0
+    zero3: Zero3Pass | None = None
     buckets: tuple[tuple[int, float], ...] = ()
 
 

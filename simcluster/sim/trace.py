@@ -2,7 +2,8 @@
 per stream.
 
 Rows: ``compute`` (F/B/W ops, blocking sends, and idle gaps named ``bubble``/``wait ...``),
-``p2p`` (pipeline transfers on the links), ``dp`` (gradient buckets and ZeRO-3 gathers). Process
+``p2p`` (pipeline transfers on the links), ``dp`` (gradient buckets and ZeRO-3 gathers), ``dp-rs``
+(ZeRO-3 reduce-scatters). Process
 names carry the class multiplicity (``stage 3 [nominal x7]``). Timestamps are microseconds.
 """
 
@@ -16,7 +17,7 @@ from simcluster.observe.records import OpRecord
 from simcluster.observe.tracer import ChromeTracer, Tracer, write_text_atomic
 from simcluster.sim.plan import StepPlan
 
-STREAMS = ("compute", "p2p", "dp")
+STREAMS = ("compute", "p2p", "dp", "dp-rs")
 
 
 def _pid(plan: StepPlan, group: str, stage: int) -> int:

@@ -114,6 +114,9 @@ class ExecutionSpec:
     grad_accumulation_fusion: bool = spec_field(
         True, doc="weight-gradient GEMMs accumulate into the gradient buffer "
         "(--gradient-accumulation-fusion); false: a separate add per micro-batch")
+    zero3_prefetch: bool = spec_field(
+        True, doc="ZeRO-3: the next layer's parameter gather is issued when a layer's compute "
+        "starts (FSDP forward/backward prefetch); false: every gather and reduce-scatter blocks")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simcluster.perf.step import estimate_step
+from simcluster.perf.zero3 import pass_exposed_s
 from simcluster.spec import load_scenario
 
 
@@ -68,3 +69,20 @@ def test_step_is_never_below_the_compute_lower_bound(doc: dict[str, Any]) -> Non
     step = estimate_step(s)
     slowest = max(st.forward_compute_s + st.backward_compute_s for st in step.stages)
     assert step.iteration_time_s >= s.parallelism.micro_batches * slowest
+
+
+TIMES = st.floats(0.0, 10.0)
+
+
+@given(st.integers(1, 64), TIMES, TIMES, TIMES)
+def test_zero3_prefetch_never_hurts_and_respects_the_flow_shop_bounds(
+        layers: int, before: float, compute: float, after: float) -> None:
+    """A ZeRO-3 pass: prefetching exposes no more than blocking collectives, and the pass is never
+    shorter than either machine's own work (network: gathers + scatters; GPU: compute)."""
+    prefetch = pass_exposed_s(layers, before, compute, after, True)
+    blocking = pass_exposed_s(layers, before, compute, after, False)
+    assert 0.0 <= prefetch <= blocking * (1 + 1e-12) + 1e-12
+    span = layers * compute + prefetch
+    assert span >= layers * (before + after) * (1 - 1e-12) - 1e-12
+    assert prefetch >= before + after - 1e-12  # the first gather and the last scatter
+    assert pass_exposed_s(layers, before, compute * 2, after, True) <= prefetch + 1e-12

@@ -22,7 +22,8 @@ Fixed for every row (not fitted per row):
 - no gradient-accumulation fusion (it came to Megatron-LM later): each micro-batch's weight
   gradients are added into the 16-bit gradient buffer by a separate pass;
 - no distributed optimizer (ZeRO 0) for PTD rows; DeepSpeed ZeRO-3 rows use zero_stage 3 with
-  their published micro-batch;
+  their published micro-batch and no prefetching (DeepSpeed 0.3's "async" gathers synchronised
+  the device: deepspeed PR #1188);
 - the catalog's A100 GEMM efficiency (``MATMUL_EFFICIENCY_2021``: 0.869, the MAMF best shape).
   The lower 2021-era figure of mli/transformers-benchmarks (230 TFLOP/s, 0.737) was tried and
   makes every row slow.
@@ -118,7 +119,8 @@ def scenario(case: Case, execution: dict[str, Any] | None = None, **parallelism:
            **_schedule(case), **parallelism}
     return load_scenario({"name": case.id, "model": model, "precision": "fp16",
                           "execution": {"flash_attention": False, "grad_accumulation_fusion": False,
-                                        "overlap_grad_reduce": case.torch_ddp, **execution},
+                                        "overlap_grad_reduce": case.torch_ddp,
+                                        "zero3_prefetch": False, **execution},
                           "cluster": {"topology": topology, "nodes": case.gpus // 8},
                           "parallelism": par})
 

@@ -1,0 +1,110 @@
+"""ZeRO-3 per-layer gathers and reduce-scatters: the flow-shop closed form and both engines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from simcluster.perf import comm_plan
+from simcluster.perf.collectives import collective_time
+from simcluster.perf.memory import grad_bytes_for, stage_params
+from simcluster.perf.step import estimate_step
+from simcluster.perf.zero3 import Zero3Layer, pass_exposed_s, zero3_layer
+from simcluster.sim import simulate_step
+from simcluster.spec import Scenario, load_scenario
+from tests.golden.sim_cases import tiny
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ((4, 1.0, 3.0, 0.0, True), 1.0),             # gathers hidden but the first
+    ((4, 3.0, 1.0, 0.0, True), 3.0 + 3 * 2.0),   # comm-bound: each later gather exceeds by 2
+    ((4, 1.0, 3.0, 1.0, True), 2.0),             # backward hidden: first gather + last scatter
+    ((4, 2.0, 1.0, 1.0, True), 2.0 + 3 * 2.0 + 1.0),
+    ((4, 2.0, 1.0, 1.0, False), 4 * 3.0),        # no prefetch: everything blocks
+    ((0, 2.0, 1.0, 1.0, True), 0.0),
+])
+def test_pass_exposed_by_hand(args: tuple[int, float, float, float, bool], expected: float) -> None:
+    assert pass_exposed_s(*args) == pytest.approx(expected)
+
+
+def _zero3(prefetch: bool, **kwargs: Any) -> Scenario:
+    return tiny(tp=1, pp=1, zero_stage=3, execution={"zero3_prefetch": prefetch}, **kwargs)
+
+
+def _layer(s: Scenario) -> Zero3Layer:
+    par = s.parallelism
+    layer = zero3_layer(s, comm_plan.groups(s), stage_params(s.model, par, 0, s.model.layers).dense)
+    assert layer is not None
+    return layer
+
+
+def test_layer_collectives_move_one_layer_of_16_bit_weights_and_gradients() -> None:
+    s = _zero3(True)
+    dp = comm_plan.groups(s).dp
+    assert dp is not None
+    assert dp.ranks == 8
+    per_layer = stage_params(s.model, s.parallelism, 0, s.model.layers).dense / s.model.layers
+    layer = _layer(s)
+    assert layer.gather_s == collective_time("all_gather", 2 * per_layer, dp).time_s
+    grads = grad_bytes_for(s.precision) * per_layer  # fp32 gradients reduced in bf16 training
+    assert layer.scatter_s == collective_time("reduce_scatter", grads, dp).time_s
+    assert zero3_layer(tiny(tp=1, pp=1, zero_stage=1), comm_plan.groups(s), 1e6) is None
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_analytical_step_books_every_pass_of_every_micro_batch(prefetch: bool) -> None:
+    s = _zero3(prefetch)
+    est, layer, n = estimate_step(s), _layer(s), s.model.layers
+    st, m = est.stages[0], s.parallelism.micro_batches
+    per_mb = (pass_exposed_s(n, layer.gather_s, st.forward_compute_s / n, 0.0, prefetch)
+              + pass_exposed_s(n, layer.gather_s, st.backward_compute_s / n, layer.scatter_s,
+                               prefetch))
+    assert est.breakdown.dp_comm == pytest.approx(m * per_mb, rel=1e-12)
+    assert est.dp_total_s == pytest.approx(m * n * (2 * layer.gather_s + layer.scatter_s))
+    assert est.dp_hidden_s == pytest.approx(est.dp_total_s - est.breakdown.dp_comm)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "gpipe"])
+def test_des_equals_the_closed_form_without_prefetch(schedule: str) -> None:
+    s = _zero3(False, schedule=schedule)
+    des, ana = simulate_step(s), estimate_step(s)
+    assert des.iteration_time_s == pytest.approx(ana.iteration_time_s, rel=1e-12)
+    assert des.breakdown.dp_comm == pytest.approx(ana.breakdown.dp_comm, rel=1e-9)
+    assert all(not buckets for buckets in des.plan.dp_buckets)
+
+
+def _compute_bound() -> Scenario:
+    # 50M parameters per layer (100 MB gathered) against ~0.9 TFLOP per layer and micro-batch on
+    # 16 A100: every gather but the first, and every reduce-scatter but the last, hide.
+    model = {"name": "wide", "layers": 4, "hidden": 2048, "heads": 16, "vocab": 1024,
+             "seq_len": 2048}
+    return load_scenario({
+        "name": "wide", "model": model, "precision": "bf16",
+        "cluster": {"topology": "dgx-a100-80gb", "nodes": 2},
+        "parallelism": {"tp": 1, "pp": 1, "global_batch": 64, "micro_batch": 4,
+                        "zero_stage": 3}})
+
+
+def test_des_equals_the_closed_form_when_prefetch_hides_the_gathers() -> None:
+    s = _compute_bound()
+    layer, des, ana = _layer(s), simulate_step(s), estimate_step(s)
+    st, n, m = ana.stages[0], s.model.layers, s.parallelism.micro_batches
+    assert layer.gather_s + layer.scatter_s < st.forward_compute_s / n  # the premise
+    assert ana.breakdown.dp_comm == pytest.approx(m * (2 * layer.gather_s + layer.scatter_s))
+    assert des.iteration_time_s == pytest.approx(ana.iteration_time_s, rel=1e-12)
+    assert des.breakdown.dp_comm == pytest.approx(ana.breakdown.dp_comm, rel=1e-9)
+    # the DES counts the collectives' wall time, stretched where a gather and a scatter share
+    assert des.dp_total_s >= ana.dp_total_s * (1 - 1e-12)
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"topology": "dgx-a100-80gb", "nodes": 1}])
+def test_when_communication_bound_the_des_lies_between_the_bounds(kwargs: dict[str, Any]) -> None:
+    # Gathers and reduce-scatters share the links max-min fairly in the DES, so it can finish a
+    # little before the closed form (which serialises them), never before the network's own work.
+    fast, slow = simulate_step(_zero3(True, **kwargs)), simulate_step(_zero3(False, **kwargs))
+    s = _zero3(True, **kwargs)
+    ana, layer = estimate_step(s), _layer(s)
+    work = s.parallelism.micro_batches * s.model.layers * (2 * layer.gather_s + layer.scatter_s)
+    assert work <= fast.iteration_time_s <= ana.iteration_time_s * (1 + 1e-12)
+    assert fast.iteration_time_s < slow.iteration_time_s
