@@ -12,7 +12,8 @@ Simplifications, stated once:
 - Everything TP shards (weights and biases of attention and MLP, vocab) is divided by ``tp``;
   norms, learned position embeddings and the MoE router are replicated on every TP rank.
 - ZeRO shards dense parameters over ``dp*cp`` ranks and expert parameters over ``dp*cp/ep`` (the
-  expert-data-parallel group); experts are replicated ``dp*cp/ep`` times.
+  expert-data-parallel group); experts are replicated ``dp*cp/ep`` times. ZeRO-3 also holds the
+  units in flight unsharded (:func:`zero3_units_in_flight` of :func:`zero3_unit_params`).
 - Activations are 16-bit (Korthikanti's byte counts); fp32 training doubles them.
 - Sequence length is divided by ``cp`` in every activation term.
 """
@@ -137,6 +138,27 @@ def zero_bytes_per_param(zero_stage: int, dp: int, per_param: BytesPerParam) -> 
         grads=per_param.grads / (dp if zero_stage >= 2 else 1),  # P_g
         optimizer=per_param.optimizer / (dp if zero_stage >= 1 else 1),  # P_os
     )
+
+
+def zero3_unit_params(scenario: Scenario) -> float:
+    """Parameters of the largest unit ZeRO-3 gathers whole (pp = 1): a transformer layer or the
+    embedding and output layer together."""
+    model, par = scenario.model, scenario.parallelism
+    extras = stage_params(model, par, 0, 0)
+    layer = stage_params(model, par, 0, 1)
+    return max(layer.dense + layer.expert - extras.dense - extras.expert,
+               extras.dense + extras.expert)
+
+
+def zero3_units_in_flight(scenario: Scenario) -> int:
+    """Units held unsharded at once under ZeRO-3: the running one, plus the prefetched one.
+
+    PyTorch FSDP's ``limit_all_gathers`` (default since pytorch#104900) keeps the memory of two
+    consecutive units: the one computing and the one whose all-gather is prefetched (FSDP API
+    documentation); without prefetching only the running unit is gathered. Each holds its 16-bit
+    parameters and, in backward, its unsharded gradients until the reduce-scatter.
+    """
+    return 2 if scenario.execution.zero3_prefetch else 1
 
 
 def stage_chunks(par: ParallelismSpec, layers: int) -> tuple[tuple[int, ...], ...]:
@@ -356,6 +378,10 @@ def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float | None = N
     expert = zero_bytes_per_param(par.zero_stage, par.dp * par.cp // par.ep, per_param)
     weights = params.dense * dense.weights + params.expert * expert.weights
     grads = params.dense * dense.grads + params.expert * expert.grads
+    if par.zero_stage >= 3:
+        unit = zero3_unit_params(scenario) * zero3_units_in_flight(scenario)
+        weights += unit * per_param.weights
+        grads += unit * per_param.grads
     optimizer = params.dense * dense.optimizer + params.expert * expert.optimizer
     activations = stage_activation_bytes(scenario, stage, flash_attention=flash_attention)
     parts = weights + grads + optimizer + activations

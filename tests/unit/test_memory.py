@@ -24,6 +24,7 @@ from simcluster.perf.memory import (
     layer_activation_bytes,
     stage_chunks,
     stage_params,
+    zero3_unit_params,
     zero_bytes_per_param,
 )
 from simcluster.perf.params import count_params
@@ -197,6 +198,23 @@ def test_pp1_tp1_weights_are_whole_model_once() -> None:
     est = estimate_memory(s)
     assert est.stages[0].weights_bytes == 2 * count_params(s.model).total
     assert est.stages[0].grads_bytes == 4 * count_params(s.model).total
+
+
+def test_zero3_shards_everything_but_the_units_in_flight() -> None:
+    """ZeRO-3 over 8 GPUs: weights, gradients and optimizer divided by 8, plus the running and the
+    prefetched unit unsharded (16-bit weights, 4-byte gradients); one unit without prefetching.
+    GPT-3 1.7B (h = 2304, vocab 51200): the embedding (118M + 4.7M positions) outweighs a layer
+    (12h^2 + 13h = 63.7M), so it is the unit."""
+    s = scenario("gpt3-1.7b", nodes=1, global_batch=64, zero_stage=3)
+    m, n = s.model, count_params(s.model).total
+    unit = m.vocab * m.hidden + m.seq_len * m.hidden + 2 * m.hidden  # embedding, positions, norm
+    assert zero3_unit_params(s) == pytest.approx(unit)
+    for prefetch, units in ((True, 2), (False, 1)):
+        st = estimate_memory(dataclasses.replace(
+            s, execution=dataclasses.replace(s.execution, zero3_prefetch=prefetch))).stages[0]
+        assert st.weights_bytes == pytest.approx(2 * n / 8 + 2 * units * unit)
+        assert st.grads_bytes == pytest.approx(4 * n / 8 + 4 * units * unit)
+        assert st.optimizer_bytes == pytest.approx(12 * n / 8)
 
 
 def test_stage0_params_match_megatron_most_loaded_shard() -> None:
