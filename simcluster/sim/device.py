@@ -169,11 +169,11 @@ class Device:
         """One ZeRO-3 collective on this stage's links once ``after`` has happened; its eid."""
         if after is not None:
             yield after
-        start = self.env.now
+        start, gate = self.env.now, self.last  # the compute stream's last record before it
         links = (out_link(self.group, self.stage), in_link(self.group, self.stage))
         yield self.fabric.network.transfer(name, links, work_s)
         return self.fabric.record(self.group, self.stage, stream, name, "dp_comm", start,
-                                  (("dp_comm", work_s),), self.last)
+                                  (("dp_comm", work_s),), gate)
 
     def _await(self, collective: simpy.Process, name: str) -> Proc:
         """Wait for a ZeRO-3 collective; the wait is exposed DP time."""

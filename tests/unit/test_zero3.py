@@ -108,3 +108,16 @@ def test_when_communication_bound_the_des_lies_between_the_bounds(kwargs: dict[s
     work = s.parallelism.micro_batches * s.model.layers * (2 * layer.gather_s + layer.scatter_s)
     assert work <= fast.iteration_time_s <= ana.iteration_time_s * (1 + 1e-12)
     assert fast.iteration_time_s < slow.iteration_time_s
+
+
+@pytest.mark.parametrize("prefetch", [True, False])
+def test_zero3_records_chain_back_to_the_start(prefetch: bool) -> None:
+    result = simulate_step(_zero3(prefetch))
+    records = result.records
+    assert {r.stream for r in records} >= {"compute", "dp", "dp-rs"}
+    # a record's gate released it: it ended by the record's start (ops) or end (waits)
+    assert all(records[r.gate].end_s <= (r.end_s if r.name.startswith("wait") else r.start_s)
+               + 1e-15 for r in records if r.gate >= 0)
+    path = result.critical_path
+    assert path[0].start_s == 0.0
+    assert path[-1].end_s == pytest.approx(result.iteration_time_s)
