@@ -7,7 +7,8 @@ parallelism: an all-gather and a reduce-scatter of the same array instead of eac
 full recompute repeats the forward ones. Pipeline stages exchange ``b*s/cp x h`` activations
 (divided by ``tp``: Megatron's scatter/gather optimisation, or SP). Data parallelism reduces the
 gradients once per step (an all-reduce, or with ZeRO >= 1 a reduce-scatter followed by an
-all-gather of the updated 16-bit weights).
+all-gather of the updated 16-bit weights); ZeRO-2 also reduce-scatters every earlier micro-batch
+(:func:`zero2_scatter_s`), and ZeRO-3 works layer by layer (:mod:`simcluster.perf.zero3`).
 
 Rank placement is Megatron's default order, TP fastest, then CP, DP, PP: a TP group has stride 1,
 a CP group stride ``tp``, a DP group stride ``tp*cp``, PP neighbours stride ``tp*cp*dp``.
@@ -137,3 +138,16 @@ def dp_reduce_s(s: Scenario, g: Groups, params_on_gpu: float, grad_bytes: float)
     weights = params_on_gpu * ACT_BYTES[s.precision]
     return (collective_time("reduce_scatter", grads, g.dp).time_s
             + collective_time("all_gather", weights, g.dp).time_s)
+
+
+def zero2_scatter_s(s: Scenario, g: Groups, params_on_gpu: float, grad_bytes: float) -> float:
+    """ZeRO-2's reduce-scatter of one intermediate micro-batch's gradients (0 unless ZeRO-2).
+
+    ZeRO-2 keeps only this rank's gradient shard, so with gradient accumulation every micro-batch
+    but the last reduce-scatters its gradients into the shard (the last one's reduction is
+    :func:`dp_reduce_s`): ``m - 1`` extra reduce-scatters per step (Rajbhandari et al. SC'20
+    section 5.2; the reason Megatron-LM pairs gradient accumulation with ZeRO-1).
+    """
+    if g.dp is None or s.parallelism.zero_stage != 2:
+        return 0.0
+    return collective_time("reduce_scatter", params_on_gpu * grad_bytes, g.dp).time_s

@@ -10,7 +10,9 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
    with the average stage (:mod:`.pipeline`), plus pipeline sends on the critical path.
 3. Data-parallel reduction after the stage's last backward: the part the drain does not hide
    (stage ``i`` finishes its backward about ``i`` micro-batch backward times before stage 0), less
-   what overlaps the last backward when ``execution.overlap_grad_reduce`` is on. Under ZeRO-3
+   what overlaps the last backward when ``execution.overlap_grad_reduce`` is on. ZeRO-2 adds a
+   reduce-scatter per earlier micro-batch, exposed only where it outruns a micro-batch's compute
+   (the DP stream is serial, so the excess piles up). Under ZeRO-3
    instead: per-layer gathers and reduce-scatters every micro-batch, hidden behind the layers'
    compute as far as prefetching allows (:mod:`.zero3`).
 4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
@@ -177,12 +179,18 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups,
     per_stage = []
     for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
         params = stage_params(s.model, par, i, sum(chunks))
-        total = comm_plan.dp_reduce_s(s, groups, params.dense + params.expert,
-                                        grad_bytes_for(s.precision))
+        held, grad = params.dense + params.expert, grad_bytes_for(s.precision)
+        final = comm_plan.dp_reduce_s(s, groups, held, grad)
         slack = i * stages[i].backward_compute_s  # stage i ends its backward earlier by the drain
         overlap = stages[i].backward_compute_s if s.execution.overlap_grad_reduce else 0.0
-        hidden = min(total, slack + overlap)
-        per_stage.append((total - hidden, total, hidden))
+        exposed = final - min(final, slack + overlap)
+        # ZeRO-2 (pp = 1): each earlier micro-batch's reduce-scatter runs behind the next one's
+        # compute on the serial DP stream; what outruns the compute is a backlog at the end.
+        scatter = comm_plan.zero2_scatter_s(s, groups, held, grad)
+        earlier = par.micro_batches - 1
+        exposed += earlier * max(0.0, scatter - stages[i].total_s)
+        total = final + earlier * scatter
+        per_stage.append((exposed, total, total - exposed))
     return max(per_stage, key=lambda item: item[0])
 
 

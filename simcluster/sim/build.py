@@ -5,7 +5,8 @@ Virtual stage ``vs = chunk * p + stage`` (Megatron's interleaved placement). A f
 gradients of ``vs + 1``; each sends to its neighbour when it ends. The op that finishes a chunk's
 gradients (its last ``B``, or ``W`` under ZB-H1) releases the chunk's DP buckets progressively
 when ``execution.overlap_grad_reduce`` is on; otherwise every bucket is released when the stage's
-last op ends (Megatron-LM of 2021: all-reduce after the backward pass).
+last op ends (Megatron-LM of 2021: all-reduce after the backward pass). Under ZeRO-2 every earlier
+gradient op also releases its micro-batch's reduce-scatter.
 """
 
 from __future__ import annotations
@@ -44,18 +45,36 @@ def _links(sop: SchedOp, vs: int, n_virtual: int, p: int) -> tuple[MsgKey | None
     return None, None
 
 
-def _bucket_slots(order: list[SchedOp], d: StageDurations,
-                  overlap: bool) -> dict[int, tuple[tuple[int, float], ...]]:
-    """Op index -> (bucket index, ready fraction) for the ops that release DP buckets."""
-    last_grad: dict[int, int] = {}
+def _releases(order: list[SchedOp], d: StageDurations) -> list[tuple[int, tuple[float, ...]]]:
+    """(op index, bucket works) of every op that releases DP buckets, in op order.
+
+    The op completing a chunk's gradients (its last ``B`` or ``W``) releases the step's
+    reduction; under ZeRO-2 each earlier one releases its micro-batch's reduce-scatter.
+    """
+    grads: dict[int, list[int]] = {}
     for idx, sop in enumerate(order):
         if sop.kind in _GRAD_KINDS:
-            last_grad[sop.chunk] = idx
+            grads.setdefault(sop.chunk, []).append(idx)
+    out = [(idx, d.scatters[chunk]) for chunk, ops in grads.items() for idx in ops[:-1]
+           if d.scatters[chunk]]
+    out += [(ops[-1], d.buckets[chunk]) for chunk, ops in grads.items()]
+    return sorted(out)
+
+
+def _bucket_slots(order: list[SchedOp], d: StageDurations,
+                  overlap: bool) -> dict[int, tuple[tuple[int, float], ...]]:
+    """Op index -> (bucket index, ready fraction) for the ops that release DP buckets.
+
+    With overlap the buckets become ready progressively during the op; without it the step's
+    reduction waits for the stage's last op, ZeRO-2's earlier reduce-scatters for their op's end.
+    """
+    finals = set({sop.chunk: idx for idx, sop in enumerate(order)
+                  if sop.kind in _GRAD_KINDS}.values())
     slots: dict[int, tuple[tuple[int, float], ...]] = {}
     bucket = 0
-    for idx in sorted(last_grad.values()):
-        count = len(d.buckets[order[idx].chunk])
-        target = idx if overlap else len(order) - 1
+    for idx, works in _releases(order, d):
+        count = len(works)
+        target = idx if overlap or idx not in finals else len(order) - 1
         fractions = [(k + 1) / count if overlap else 1.0 for k in range(count)]
         slots[target] = slots.get(target, ()) + tuple(
             (bucket + k, f) for k, f in enumerate(fractions))
@@ -132,12 +151,10 @@ def _dp_buckets(s: Scenario, classes: tuple[ReplicaClass, ...],
     out = []
     for stage in range(par.pp):
         order = stage_order(par.schedule, par.pp, par.micro_batches, stage, par.virtual_stages)
-        finish = sorted({sop.chunk: i for i, sop in enumerate(order)
-                         if sop.kind in _GRAD_KINDS}.items(), key=lambda kv: kv[1])
-        per_class = [durs[variant[(id(c), stage)]][stage].buckets for c in classes]
+        per_class = [_releases(order, durs[variant[(id(c), stage)]][stage]) for c in classes]
         works: list[float] = []
-        for chunk, _ in finish:
-            works += [max(col) for col in zip(*(b[chunk] for b in per_class), strict=True)]
+        for releases in zip(*per_class, strict=True):
+            works += [max(col) for col in zip(*(w for _, w in releases), strict=True)]
         out.append(tuple(works))
     return tuple(out)
 

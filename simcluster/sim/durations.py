@@ -46,6 +46,7 @@ class StageDurations:
 
     chunks: tuple[ChunkTimes, ...]
     buckets: tuple[tuple[float, ...], ...]  # per chunk: each bucket's DP reduction, seconds
+    scatters: tuple[tuple[float, ...], ...]  # per chunk: ZeRO-2 earlier micro-batches' buckets
     pp_message_s: float
     zero3: Zero3Layer | None  # ZeRO-3 per-layer gather and reduce-scatter (None: not ZeRO-3)
     optimizer_s: float
@@ -120,13 +121,17 @@ def chunk_params(s: Scenario, stage: int, chunks: tuple[int, ...]) -> tuple[floa
     return tuple(out)
 
 
-def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float) -> tuple[float, ...]:
+def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float,
+                  final: bool = True) -> tuple[float, ...]:
+    """Each DP bucket's collective: the step's reduction (``final``) or ZeRO-2's reduce-scatter
+    of an earlier micro-batch (none without ZeRO-2)."""
     par = s.parallelism
     if par.dp == 1 or params <= 0:
         return ()
     count = math.ceil(params / max(BUCKET_PARAMS, 1_000_000 * par.dp))
-    one = comm_plan.dp_reduce_s(s, groups, params / count, grad_bytes_for(s.precision))
-    return (one,) * count
+    reduce = comm_plan.dp_reduce_s if final else comm_plan.zero2_scatter_s
+    one = reduce(s, groups, params / count, grad_bytes_for(s.precision))
+    return (one,) * count if one > 0 else ()
 
 
 def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
@@ -145,6 +150,7 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
         out.append(StageDurations(
             chunks=times[i], buckets=tuple(() if zero3 else _bucket_works(s, groups, p)
                                            for p in params),
+            scatters=tuple(_bucket_works(s, groups, p, final=False) for p in params),
             pp_message_s=message, zero3=zero3,
             optimizer_s=optimizer_step_time_s(acc, total, shards)))
     return tuple(out)
