@@ -12,9 +12,9 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
    (stage ``i`` finishes its backward about ``i`` micro-batch backward times before stage 0), less
    what overlaps the last backward when ``execution.overlap_grad_reduce`` is on. ZeRO-2 adds a
    reduce-scatter per earlier micro-batch, exposed only where it outruns a micro-batch's compute
-   (the DP stream is serial, so the excess piles up). Under ZeRO-3
-   instead: per-layer gathers and reduce-scatters every micro-batch, hidden behind the layers'
-   compute as far as prefetching allows (:mod:`.zero3`).
+   (the DP stream is serial, so the excess piles up). ZeRO-3 instead gathers and reduce-scatters
+   layer by layer every micro-batch, hidden behind the layers' compute as far as prefetching
+   allows (:mod:`.zero3`).
 4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
 
 Left out, stated: data loading, logging, kernel launch gaps, host-side jitter (category

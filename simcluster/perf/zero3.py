@@ -3,14 +3,15 @@
 Each layer's 16-bit parameters are all-gathered over the DP group before its forward and again
 before its backward; its gradients are reduce-scattered after its backward, every micro-batch
 (Rajbhandari et al. SC'20 section 7.2.2: 3x the parameter volume per micro-batch instead of 2x
-per step; PyTorch FSDP, Zhao et al. VLDB 2023 section 3.3, and DeepSpeed stage 3 work this way).
+per step; PyTorch FSDP, Zhao et al. VLDB 2023, and DeepSpeed stage 3 work this way).
 Nothing is reduced after the last backward and nothing is gathered after the optimizer step.
 
 With prefetching (``execution.zero3_prefetch``, FSDP's forward/backward prefetch and DeepSpeed's
 prefetch bucket) the next layer's gather is issued when a layer's compute starts, so a pass over
 ``L`` identical layers is a two-machine flow shop (communication, then compute) whose makespan is
-``comm + L * compute + (L - 1) * max(0, comm - compute)`` (Johnson's rule for identical jobs):
-the first gather is always exposed, the others only by what they exceed the compute. In backward
+``comm + L * compute + (L - 1) * max(0, comm - compute)`` (identical jobs in Johnson's 1954
+two-machine flow shop): the first gather is always exposed, the others only by what they exceed
+the compute. In backward
 the communication per layer is the gather plus the previous layer's reduce-scatter (one network),
 and the pass ends when the last reduce-scatter has (FSDP's post-backward callback waits for it).
 Without prefetching every gather and reduce-scatter blocks the compute stream.

@@ -45,19 +45,21 @@ def _links(sop: SchedOp, vs: int, n_virtual: int, p: int) -> tuple[MsgKey | None
     return None, None
 
 
-def _releases(order: list[SchedOp], d: StageDurations) -> list[tuple[int, tuple[float, ...]]]:
-    """(op index, bucket works) of every op that releases DP buckets, in op order.
+def _releases(order: list[SchedOp],
+              d: StageDurations) -> list[tuple[int, tuple[float, ...], bool]]:
+    """(op index, bucket works, final) of every op that releases DP buckets, in op order.
 
     The op completing a chunk's gradients (its last ``B`` or ``W``) releases the step's
-    reduction; under ZeRO-2 each earlier one releases its micro-batch's reduce-scatter.
+    reduction (``final``); under ZeRO-2 each earlier one releases its micro-batch's
+    reduce-scatter.
     """
     grads: dict[int, list[int]] = {}
     for idx, sop in enumerate(order):
         if sop.kind in _GRAD_KINDS:
             grads.setdefault(sop.chunk, []).append(idx)
-    out = [(idx, d.scatters[chunk]) for chunk, ops in grads.items() for idx in ops[:-1]
+    out = [(idx, d.scatters[chunk], False) for chunk, ops in grads.items() for idx in ops[:-1]
            if d.scatters[chunk]]
-    out += [(ops[-1], d.buckets[chunk]) for chunk, ops in grads.items()]
+    out += [(ops[-1], d.buckets[chunk], True) for chunk, ops in grads.items()]
     return sorted(out)
 
 
@@ -68,13 +70,11 @@ def _bucket_slots(order: list[SchedOp], d: StageDurations,
     With overlap the buckets become ready progressively during the op; without it the step's
     reduction waits for the stage's last op, ZeRO-2's earlier reduce-scatters for their op's end.
     """
-    finals = set({sop.chunk: idx for idx, sop in enumerate(order)
-                  if sop.kind in _GRAD_KINDS}.values())
     slots: dict[int, tuple[tuple[int, float], ...]] = {}
     bucket = 0
-    for idx, works in _releases(order, d):
+    for idx, works, final in _releases(order, d):
         count = len(works)
-        target = idx if overlap or idx not in finals else len(order) - 1
+        target = len(order) - 1 if final and not overlap else idx
         fractions = [(k + 1) / count if overlap else 1.0 for k in range(count)]
         slots[target] = slots.get(target, ()) + tuple(
             (bucket + k, f) for k, f in enumerate(fractions))
@@ -154,7 +154,7 @@ def _dp_buckets(s: Scenario, classes: tuple[ReplicaClass, ...],
         per_class = [_releases(order, durs[variant[(id(c), stage)]][stage]) for c in classes]
         works: list[float] = []
         for releases in zip(*per_class, strict=True):
-            works += [max(col) for col in zip(*(w for _, w in releases), strict=True)]
+            works += [max(col) for col in zip(*(w for _, w, _ in releases), strict=True)]
         out.append(tuple(works))
     return tuple(out)
 
