@@ -11,9 +11,9 @@ prefetch bucket) the next layer's gather is issued when a layer's compute starts
 ``L`` identical layers is a two-machine flow shop (communication, then compute) whose makespan is
 ``comm + L * compute + (L - 1) * max(0, comm - compute)`` (identical jobs in Johnson's 1954
 two-machine flow shop): the first gather is always exposed, the others only by what they exceed
-the compute. In backward
-the communication per layer is the gather plus the previous layer's reduce-scatter (one network),
-and the pass ends when the last reduce-scatter has (FSDP's post-backward callback waits for it).
+the compute. In backward the communication per layer is the gather plus the previous layer's
+reduce-scatter (one network), and the pass ends when the last reduce-scatter has (FSDP's
+post-backward callback waits for it).
 Without prefetching every gather and reduce-scatter blocks the compute stream.
 
 Simplifications (stated): the embedding and output layer are spread evenly over the layers;
