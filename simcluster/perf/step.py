@@ -185,10 +185,15 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups,
         overlap = stages[i].backward_compute_s if s.execution.overlap_grad_reduce else 0.0
         exposed = final - min(final, slack + overlap)
         # ZeRO-2 (pp = 1): each earlier micro-batch's reduce-scatter runs behind the next one's
-        # compute on the serial DP stream; what outruns the compute is a backlog at the end.
+        # compute (only its backward under GPipe, whose forwards all come first) on the serial DP
+        # stream; what outruns the compute is a backlog at the end.
         scatter = comm_plan.zero2_scatter_s(s, groups, held, grad)
         earlier = par.micro_batches - 1
-        exposed += earlier * max(0.0, scatter - stages[i].total_s)
+        window = stages[i].total_s
+        if par.schedule == "gpipe":
+            st = stages[i]
+            window -= st.forward_compute_s + (st.tp_s + st.cp_s + st.ep_s) / 3
+        exposed += earlier * max(0.0, scatter - window)
         total = final + earlier * scatter
         per_stage.append((exposed, total, total - exposed))
     return max(per_stage, key=lambda item: item[0])

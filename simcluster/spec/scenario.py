@@ -88,6 +88,9 @@ class ParallelismSpec:
             raise SpecError("virtual_stages", f"{self.virtual_stages} needs schedule: interleaved")
         if self.schedule == "interleaved" and self.virtual_stages < 2:
             raise SpecError("virtual_stages", "schedule interleaved needs virtual_stages >= 2")
+        if self.schedule == "interleaved" and self.pp < 2:
+            raise SpecError("schedule", "interleaved needs pp >= 2 (virtual stages interleave "
+                            "pipeline stages); use 1f1b with pp = 1")
         if self.global_batch % (self.micro_batch * self.dp):
             raise SpecError("global_batch", f"{self.global_batch} is not divisible by "
                             f"micro_batch*dp = {self.micro_batch}*{self.dp}")

@@ -93,6 +93,13 @@ def test_errors_name_key_and_expectation(override: str, key: str, fragment: str)
     assert err.source == "--set"
 
 
+def test_interleaving_needs_a_pipeline() -> None:
+    err = _error(["parallelism.pp=1", "parallelism.schedule=interleaved",
+                  "parallelism.virtual_stages=2"])
+    assert err.key == "parallelism.schedule"
+    assert "needs pp >= 2" in err.message
+
+
 def test_pp_must_divide_layers_unless_stages_are_stated() -> None:
     err = _error(["cluster.nodes=112", "parallelism.pp=14", "parallelism.global_batch=1536"])
     assert err.key == "parallelism.pp"
