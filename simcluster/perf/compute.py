@@ -135,12 +135,23 @@ def _mlp(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
     return result
 
 
+def _rope(acc: AcceleratorSpec, sh: _Shape, head_dim: int) -> OperatorTime:
+    """Rotary embedding of the queries and keys (Su et al. arXiv 2104.09864), one fused kernel
+    (Megatron-LM / Transformer Engine ``fused_rope``): read and write q and k; the backward rotates
+    their gradients back, the same bytes."""
+    nbytes = 2 * sh.tokens * (sh.heads * head_dim + sh.kv_width) * sh.size
+    forward = memory_bound_time_s(acc, nbytes)
+    return OperatorTime("rope", "memory", 0.0, nbytes, forward, forward, 0.0)
+
+
 def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape, tp: int,
                      ep: int, flash: bool, causal: bool) -> list[OperatorTime]:
     h, hd = model.hidden, model.head_dim
     norm = memory_operator(acc, "norm1", 2 * sh.norm_tokens * h * sh.size)  # read, write
     qkv_out = sh.heads * hd + 2 * sh.kv_width
     result = [norm, *_linear(acc, dtype, "qkv", (sh.tokens, qkv_out, h))]
+    if model.position == "rope":
+        result.append(_rope(acc, sh, hd))
     result += _attention_core(model, acc, dtype, sh, flash, causal)
     result += _linear(acc, dtype, "proj", (sh.tokens, h, sh.heads * hd))
     result += _residual_block(model, acc, "1", sh)

@@ -101,15 +101,28 @@ def test_layer_flops_match_megatron_per_layer_count() -> None:
 
 
 def test_layer_operator_names() -> None:
-    """GPT (gelu, bias, unfused attention) and Llama (swiglu, no bias, flash) operator lists."""
+    """GPT (gelu, bias, learned positions, unfused attention) and Llama (swiglu, no bias, RoPE,
+    flash) operator lists."""
     gpt = [o.name for o in compute.layer_times(GPT, A100, "bf16", 1, 2048, 1,
                                                flash_attention=False).operators]
     assert gpt == ["norm1", "qkv", "scores", "softmax", "attn_dropout", "attn_v", "proj",
                    "dropout1", "residual1", "norm2", "mlp_up", "activation", "mlp_down",
                    "dropout2", "residual2"]
     llama = [o.name for o in compute.layer_times(LLAMA, A100, "bf16", 1, 8192, 1).operators]
-    assert llama == ["norm1", "qkv", "attention", "proj", "residual1", "norm2", "mlp_gate",
-                     "mlp_up", "activation", "mlp_down", "residual2"]
+    assert llama == ["norm1", "qkv", "rope", "attention", "proj", "residual1", "norm2",
+                     "mlp_gate", "mlp_up", "activation", "mlp_down", "residual2"]
+
+
+def test_rope_reads_and_writes_queries_and_keys_once_each_way() -> None:
+    """Llama 3 8B, tp 2, 8192 tokens: q is 16 heads x 128, k is 4 KV heads x 128 per GPU; one
+    read and one write of bf16 q and k in forward, the same in backward."""
+    ops = {o.name: o for o in compute.layer_times(LLAMA, A100, "bf16", 1, 8192, 2).operators}
+    rope = ops["rope"]
+    assert rope.bytes == 2 * 8192 * (16 * 128 + 4 * 128) * 2
+    assert rope.time_s == pytest.approx(rope.bytes / (A100.memory_bandwidth_Bps
+                                                      * A100.memory_efficiency))
+    assert rope.backward_s == rope.time_s
+    assert rope.flops == 0.0
 
 
 def test_gqa_qkv_shape_and_tp_split() -> None:

@@ -7,7 +7,7 @@ P. Balaji, "Herding Llamas", SC'24, and transcribed at glennklockwood.com/garden
 
 Confidence: secondary (the primary table was not read here) and the FLOP convention is not stated
 (causal attention may be halved at 128K), so this is a range check (calibration/README.md
-section 3): within 20% for every row, both engines. Today: +13-15% / +1-3% / +15-17%.
+section 3): within 20% for every row, both engines. Today: +13-15% / +0-3% / +15-17%.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 Source and fixed choices: ``tests/validation/torchtitan.py`` (pytorch/torchtitan
 docs/performance.md @04133643). Two tests, both engines:
 
-- accuracy, within 10% per row: strict expected failure today (+28% to +37%). simcluster models
+- accuracy, within 10% per row: strict expected failure today (+28% to +36%). simcluster models
   fused kernels and best-shape GEMMs; these runs are eager PyTorch (unfused RMSNorm, RoPE, SwiGLU
   and loss kernels, GEMMs at their typical rate). The mark flips when that is modelled.
 - bound, range check: simcluster is never slower than the eager run and at most 1.5 times as
