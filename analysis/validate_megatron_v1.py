@@ -4,21 +4,7 @@ Run from the repository root: ``python analysis/validate_megatron_v1.py``. The c
 choices live in ``tests/validation/megatron_v1.py`` (the same code the validation tests run).
 """
 
-from __future__ import annotations
-
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "validation"))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from megatron_v1 import table
-from validate_sc21 import print_table
-
-
-def main() -> None:
-    print_table(table(), digits=0)
-
+from validate_sc21 import print_source
 
 if __name__ == "__main__":
-    main()
+    print_source("megatron_v1", digits=0)

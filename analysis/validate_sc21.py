@@ -6,13 +6,12 @@ live in ``tests/validation/sc21.py`` (the same code the validation tests run).
 
 from __future__ import annotations
 
+import importlib
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "validation"))
-
-from sc21 import table
 
 
 def print_table(rows: list[tuple[str, float, float, float]], digits: int = 1) -> None:
@@ -30,8 +29,14 @@ def print_table(rows: list[tuple[str, float, float, float]], digits: int = 1) ->
     print()
 
 
+def print_source(module: str, digits: int = 1) -> None:
+    """Print the table of ``tests/validation/<module>.py`` (its ``table()``: the cases and fixed
+    choices the validation tests run)."""
+    print_table(importlib.import_module(module).table(), digits)
+
+
 def main() -> None:
-    print_table(table())
+    print_source("sc21")
 
 
 if __name__ == "__main__":

@@ -175,9 +175,9 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
 
     Operators follow Megatron-LM's block (Shoeybi et al. arXiv 1909.08053; Korthikanti et al.
     arXiv 2205.05198 for SP and selective recompute): norm, QKV, rotary embedding (RoPE models),
-    attention core, projection, dropout + residual, norm, MLP, dropout + residual. GEMMs see ``b*s/cp`` tokens and ``1/tp`` of
-    the heads / FFN width; with sequence parallelism the norms, dropouts and residuals see ``1/tp``
-    of the tokens. Each GEMM's backward is two GEMMs of the same FLOPs.
+    attention core, projection, dropout + residual, norm, MLP, dropout + residual. GEMMs see
+    ``b*s/cp`` tokens and ``1/tp`` of the heads / FFN width; with sequence parallelism the norms,
+    dropouts and residuals see ``1/tp`` of the tokens. Each GEMM's backward is two GEMMs of the same FLOPs.
 
     Parameters
     ----------
