@@ -140,8 +140,7 @@ def _rope(acc: AcceleratorSpec, sh: _Shape, head_dim: int) -> OperatorTime:
     (Megatron-LM / Transformer Engine ``fused_rope``): read and write q and k; the backward rotates
     their gradients back, the same bytes."""
     nbytes = 2 * sh.tokens * (sh.heads * head_dim + sh.kv_width) * sh.size
-    forward = memory_bound_time_s(acc, nbytes)
-    return OperatorTime("rope", "memory", 0.0, nbytes, forward, forward, 0.0)
+    return memory_operator(acc, "rope", nbytes, backward_factor=1.0)
 
 
 def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape, tp: int,

@@ -189,11 +189,12 @@ def gemm_operator(acc: AcceleratorSpec, dtype: str, name: str, shape: tuple[floa
                         dgrad + wgrad, wgrad if weight else 0.0)
 
 
-def memory_operator(acc: AcceleratorSpec, name: str, nbytes: float) -> OperatorTime:
-    """An elementwise op moving ``nbytes`` forward and ~2x that backward, no weight gradient."""
+def memory_operator(acc: AcceleratorSpec, name: str, nbytes: float,
+                    backward_factor: float = ELEMENTWISE_BACKWARD_BYTES_FACTOR) -> OperatorTime:
+    """An elementwise op moving ``nbytes`` forward and ``backward_factor`` x that backward (~2x by
+    default), no weight gradient."""
     forward = memory_bound_time_s(acc, nbytes)
-    return OperatorTime(name, "memory", 0.0, nbytes, forward,
-                        ELEMENTWISE_BACKWARD_BYTES_FACTOR * forward, 0.0)
+    return OperatorTime(name, "memory", 0.0, nbytes, forward, backward_factor * forward, 0.0)
 
 
 def flash_attention_operator(acc: AcceleratorSpec, dtype: str, flops: float, nbytes: float,
