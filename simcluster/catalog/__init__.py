@@ -7,7 +7,7 @@ Topology presets have one home, the top-level ``topologies/`` folder. A wheel ca
 from __future__ import annotations
 
 import difflib
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -51,7 +51,7 @@ def entry(kind: str, name: str, key: str = "") -> dict[str, Any]:
     found = _catalog(kind).get(name)
     if not isinstance(found, dict):
         raise unknown(kind, name, key)
-    return {"name": name, **found}
+    return deep_copy({"name": name, **found})
 
 
 def topology_path(name: str, key: str = "") -> Path:
@@ -71,16 +71,50 @@ def unknown(kind: str, name: str, key: str) -> SpecError:
 
 
 def load_yaml_file(path: Path) -> dict[str, Any]:
-    """Read a YAML mapping; ``SpecError`` naming the file for unreadable or non-mapping content."""
+    """Read a YAML mapping; ``SpecError`` naming the file for unreadable or non-mapping content.
+
+    Parsed files are cached by path, modification time and size; every call returns a fresh copy,
+    so a caller may change it freely.
+    """
     try:
-        data = yamlio.load(path.read_text("utf-8"))
+        stat = path.stat()
     except OSError as err:
         raise SpecError("", f"cannot read: {err.strerror}", str(path)) from None
+    data = _parsed_file(str(path), stat.st_mtime_ns, stat.st_size)
+    return deep_copy(data)
+
+
+@lru_cache(maxsize=256)
+def _parsed_file(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
+    """The parsed mapping of ``path`` at one (mtime, size): a cache entry, never handed out."""
+    del mtime_ns, size  # cache key only
+    try:
+        raw = Path(path).read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as err:
+        raise SpecError("", f"cannot read: {err.strerror}", path) from None
+    except UnicodeDecodeError as err:
+        raise SpecError("", f"not UTF-8 text (byte 0x{raw[err.start]:02x} at offset {err.start}); "
+                        "expected a YAML file", path) from None
+    try:
+        data = yamlio.load(text)
+    except yamlio.DuplicateKeyError as err:
+        raise SpecError(err.path, f"given twice (lines {err.first_line} and {err.line}); "
+                        "each key may appear once", path) from None
     except yaml.YAMLError as err:
-        raise SpecError("", f"not valid YAML: {_yaml_problem(err)}", str(path)) from None
+        raise SpecError("", f"not valid YAML: {_yaml_problem(err)}", path) from None
     if not isinstance(data, dict):
-        raise SpecError("", f"expected a mapping at the top, got {type(data).__name__}", str(path))
+        raise SpecError("", f"expected a mapping at the top, got {type(data).__name__}", path)
     return data
+
+
+def deep_copy(value: Any) -> Any:
+    """A copy of plain YAML data (mappings and lists copied, scalars shared)."""
+    if isinstance(value, dict):
+        return {k: deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [deep_copy(v) for v in value]
+    return value
 
 
 def _yaml_problem(err: yaml.YAMLError) -> str:

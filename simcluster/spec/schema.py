@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import math
 import types
 from collections.abc import Callable, Mapping
@@ -106,9 +107,7 @@ def parse(cls: type[T], raw: object, path: str = "", context: Context | None = N
     """
     if not isinstance(raw, Mapping):
         raise SpecError(path, f"expected a mapping, got {_show(raw)}")
-    hints = get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
-    by_key = _key_index(fields.values())
+    hints, fields, by_key = _class_info(cls)
     found: dict[str, tuple[str, str | None, object]] = {}
     for key, value in raw.items():
         name, suffix = _resolve_key(key, by_key, fields, path)
@@ -134,6 +133,14 @@ def parse(cls: type[T], raw: object, path: str = "", context: Context | None = N
         return cls(**values)
     except SpecError as err:
         raise err.within("", path) from None
+
+
+@functools.cache
+def _class_info(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]],
+                                    dict[str, tuple[str, str | None]]]:
+    """Type hints, fields by name and the accepted-key index of a spec class (computed once)."""
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    return get_type_hints(cls), fields, _key_index(fields.values())
 
 
 def _run_derive(derive: Any, values: dict[str, Any], ctx: Context, path: str) -> None:
