@@ -51,7 +51,8 @@ def entry(kind: str, name: str, key: str = "") -> dict[str, Any]:
     found = _catalog(kind).get(name)
     if not isinstance(found, dict):
         raise unknown(kind, name, key)
-    return deep_copy({"name": name, **found})
+    copied: dict[str, Any] = deep_copy({"name": name, **found})
+    return copied
 
 
 def topology_path(name: str, key: str = "") -> Path:
@@ -80,8 +81,8 @@ def load_yaml_file(path: Path) -> dict[str, Any]:
         stat = path.stat()
     except OSError as err:
         raise SpecError("", f"cannot read: {err.strerror}", str(path)) from None
-    data = _parsed_file(str(path), stat.st_mtime_ns, stat.st_size)
-    return deep_copy(data)
+    copied: dict[str, Any] = deep_copy(_parsed_file(str(path), stat.st_mtime_ns, stat.st_size))
+    return copied
 
 
 @lru_cache(maxsize=256)

@@ -18,7 +18,7 @@ import functools
 import math
 import types
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Protocol, TypeVar, Union, get_args, get_origin, get_type_hints
+from typing import Any, ClassVar, Protocol, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 from simcluster import units
 from simcluster.errors import SpecError
@@ -107,7 +107,7 @@ def parse(cls: type[T], raw: object, path: str = "", context: Context | None = N
     """
     if not isinstance(raw, Mapping):
         raise SpecError(path, f"expected a mapping, got {_show(raw)}")
-    hints, fields, by_key = _class_info(cls)
+    hints, fields, by_key = _class_info(cast(Any, cls))
     found: dict[str, tuple[str, str | None, object]] = {}
     for key, value in raw.items():
         name, suffix = _resolve_key(key, by_key, fields, path)
@@ -136,7 +136,7 @@ def parse(cls: type[T], raw: object, path: str = "", context: Context | None = N
 
 
 @functools.cache
-def _class_info(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]],
+def _class_info(cls: Any) -> tuple[dict[str, Any], dict[str, dataclasses.Field[Any]],
                                     dict[str, tuple[str, str | None]]]:
     """Type hints, fields by name and the accepted-key index of a spec class (computed once)."""
     fields = {f.name: f for f in dataclasses.fields(cls)}
