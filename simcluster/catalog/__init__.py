@@ -7,6 +7,7 @@ Topology presets have one home, the top-level ``topologies/`` folder. A wheel ca
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
@@ -111,7 +112,7 @@ def _parsed_file(path: str, mtime_ns: int, size: int) -> dict[str, Any]:
 
 def deep_copy(value: Any) -> Any:
     """A copy of plain YAML data (mappings and lists copied, scalars shared)."""
-    if isinstance(value, dict):
+    if isinstance(value, Mapping):
         return {k: deep_copy(v) for k, v in value.items()}
     if isinstance(value, list):
         return [deep_copy(v) for v in value]

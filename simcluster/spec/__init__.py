@@ -7,6 +7,7 @@ from simcluster.spec.hardware import (
     ScaleUpSpec,
     TopologySpec,
 )
+from simcluster.spec.layout import check_layout
 from simcluster.spec.loader import dump_scenario, load_scenario, load_topology, to_yaml
 from simcluster.spec.model import ModelSpec, MoESpec
 from simcluster.spec.scenario import (
@@ -44,6 +45,7 @@ __all__ = [
     "Scenario",
     "TopologySpec",
     "TrainingSpec",
+    "check_layout",
     "dump_scenario",
     "load_scenario",
     "load_topology",

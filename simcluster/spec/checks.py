@@ -11,17 +11,27 @@ from typing import TYPE_CHECKING
 from simcluster.errors import SpecError
 
 if TYPE_CHECKING:
+    from simcluster.spec.hardware import TopologySpec
     from simcluster.spec.model import ModelSpec
-    from simcluster.spec.scenario import Scenario
+    from simcluster.spec.scenario import ParallelismSpec, Scenario
 
 
 def check_scenario(s: Scenario) -> None:
     """Raise :class:`SpecError` for the first inconsistency in ``s``."""
-    _check_tp(s)
-    _check_pp(s)
-    _check_cp_ep(s)
+    check_parallelism(s.parallelism, s.model, s.cluster.topology)
     _check_hardware(s)
     _check_perturbations(s)
+
+
+def check_parallelism(par: ParallelismSpec, m: ModelSpec, topo: TopologySpec) -> None:
+    """The layout rules that involve the model and the hardware (keys under ``parallelism``).
+
+    Shared by the loader (through :func:`check_scenario`) and :func:`simcluster.spec.check_layout`.
+    """
+    _check_tp(par, m)
+    _check_pp(par, m.layers)
+    _check_cp_ep(par, m)
+    _check_placement(par, scale_up_domain(topo))
 
 
 def check_tp_divides_model(tp: int, m: ModelSpec, key: str = "parallelism.tp") -> None:
@@ -35,26 +45,48 @@ def check_tp_divides_model(tp: int, m: ModelSpec, key: str = "parallelism.tp") -
         raise SpecError(key, f"{tp} does not divide ffn_hidden={m.ffn_hidden}")
 
 
-def _check_tp(s: Scenario) -> None:
-    tp = s.parallelism.tp
-    check_tp_divides_model(tp, s.model)
-    if s.parallelism.sequence_parallel and tp == 1:
+def _check_tp(par: ParallelismSpec, m: ModelSpec) -> None:
+    check_tp_divides_model(par.tp, m)
+    if par.sequence_parallel and par.tp == 1:
         raise SpecError("parallelism.sequence_parallel", "needs tp > 1 (it splits TP activations)")
-    domain = _scale_up_domain(s)
-    if tp > domain and not s.parallelism.tp_across_nodes:
-        raise SpecError("parallelism.tp", f"{tp} exceeds the {domain} GPUs of one scale-up domain; "
-                        "set parallelism.tp_across_nodes: true to allow it")
 
 
-def _scale_up_domain(s: Scenario) -> int:
-    topo = s.cluster.topology
+def scale_up_domain(topo: TopologySpec) -> int:
+    """GPUs of one scale-up fabric: the NVLink domain for ``nvl-domain``, else the node."""
     if topo.scale_up.kind == "nvl-domain":
         return topo.scale_up.domain_gpus
     return topo.gpus_per_node
 
 
-def _check_pp(s: Scenario) -> None:
-    par, layers = s.parallelism, s.model.layers
+def _check_placement(par: ParallelismSpec, domain: int) -> None:
+    """No TP, TP*CP or TP*CP*EP block of consecutive ranks straddles a scale-up domain.
+
+    Megatron's rank order puts TP fastest, then CP, then DP (EP groups inside DP): the ranks of a
+    TP group are consecutive, those of a CP group stride ``tp`` and of an EP group ``tp*cp``. A
+    block must fit a domain evenly (its size divides the domain) or consist of whole domains (a
+    multiple of it); the collective model prices exactly those two shapes. TP beyond one domain
+    also needs ``tp_across_nodes``.
+    """
+    tp, block = par.tp, par.tp * par.cp
+    if domain % tp and not par.tp_across_nodes:
+        raise SpecError("parallelism.tp", f"{tp} does not divide the {domain} GPUs of one scale-up "
+                        "domain: TP groups would span domains; use a divisor of "
+                        f"{domain}, or set parallelism.tp_across_nodes: true with a multiple of it")
+    if domain % tp and tp % domain:
+        raise SpecError("parallelism.tp", f"{tp} with tp_across_nodes must be a multiple of the "
+                        f"{domain} GPUs of one scale-up domain (TP groups of whole domains)")
+    if domain % block and block % domain:
+        raise SpecError("parallelism.cp", f"tp*cp = {tp}*{par.cp} = {block} neither divides nor is "
+                        f"a multiple of the {domain} GPUs of one scale-up domain: CP groups would "
+                        "straddle domains")
+    ep_block = block * par.ep
+    if par.ep > 1 and domain % ep_block and ep_block % domain:
+        raise SpecError("parallelism.ep", f"tp*cp*ep = {ep_block} neither divides nor is a "
+                        f"multiple of the {domain} GPUs of one scale-up domain: EP groups would "
+                        "straddle domains")
+
+
+def _check_pp(par: ParallelismSpec, layers: int) -> None:
     chunks = par.pp * par.virtual_stages
     if par.stage_layers is not None:
         if len(par.stage_layers) != chunks:
@@ -74,8 +106,7 @@ def _check_pp(s: Scenario) -> None:
         raise SpecError("parallelism.global_batch", "gives no micro-batch per pipeline")
 
 
-def _check_cp_ep(s: Scenario) -> None:
-    par, m = s.parallelism, s.model
+def _check_cp_ep(par: ParallelismSpec, m: ModelSpec) -> None:
     if par.cp > 1 and m.seq_len % (2 * par.cp):
         raise SpecError("parallelism.cp", f"2*cp = {2 * par.cp} must divide seq_len={m.seq_len} "
                         "(load-balanced context parallelism splits the sequence in 2*cp chunks)")

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from simcluster import catalog, yamlio
+from simcluster import catalog, units, yamlio
 from simcluster.errors import SpecError
 from simcluster.spec import schema
 from simcluster.spec.hardware import TopologySpec
@@ -58,7 +58,7 @@ def load_topology(source: Source) -> TopologySpec:
 
 def _read(source: Source) -> tuple[dict[str, Any], str, Path]:
     if isinstance(source, Mapping):
-        return _deep_copy(source), "<inline>", Path.cwd()
+        return catalog.deep_copy(dict(source)), "<inline>", Path.cwd()
     path = Path(source)
     return catalog.load_yaml_file(path), str(path), path.parent
 
@@ -125,6 +125,8 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
     """``base`` updated by ``top``; nested mappings are merged, everything else replaced."""
     out = dict(base)
     for key, value in top.items():
+        for other in _same_quantity(out, key):
+            del out[other]  # latency_ms refines a preset's latency_us: one quantity, any unit
         old = out.get(key)
         if isinstance(old, str) and isinstance(value, Mapping) and "preset" not in value:
             out[key] = {"preset": old, **value}  # refine a nested preset (an accelerator name)
@@ -133,6 +135,21 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
         else:
             out[key] = value
     return out
+
+
+def _same_quantity(mapping: Mapping[str, Any], key: object) -> list[str]:
+    """Keys of ``mapping`` other than ``key`` naming the same quantity in another unit."""
+    split = units.split_suffix(key) if isinstance(key, str) else None
+    if split is None:
+        return []
+    stem, dim = split[0], units.dimension(split[1])
+    found = []
+    for other in mapping:
+        other_split = units.split_suffix(other) if isinstance(other, str) else None
+        if (other != key and other_split is not None and other_split[0] == stem
+                and units.dimension(other_split[1]) == dim):
+            found.append(other)
+    return found
 
 
 # ----------------------------------------------------------------------------------- overrides
@@ -179,10 +196,3 @@ def to_yaml(data: Mapping[str, Any]) -> str:
     """YAML text of a plain mapping, keys in declaration order."""
     return yaml.safe_dump(dict(data), sort_keys=False, default_flow_style=False, width=100)
 
-
-def _deep_copy(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _deep_copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deep_copy(v) for v in value]
-    return value

@@ -7,7 +7,7 @@ the GPU count; every consistency rule that involves several sections lives in :m
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from simcluster.errors import SpecError
 from simcluster.spec.checks import check_scenario, check_tp_divides_model
@@ -18,10 +18,13 @@ from simcluster.spec.schema import Context, spec_field
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 RECOMPUTE = ("none", "selective", "full")
 INTER_ARRIVAL = ("exponential", "weibull")
-CHECKPOINT_MODES = ("sync", "async", "in-memory")
+CHECKPOINT_MODES = ("sync", "async", "in-memory", "none")
 DETECTIONS = ("error", "watchdog")
 LINK_LAYERS = ("scale_up", "scale_out")
 SCENARIO_SCHEMA = "simcluster/scenario/v1"
+#: Largest global batch accepted, in sequences (2**40: far beyond any real run, small enough that
+#: per-step counts stay exact and the engines' loops stay bounded by their own limits).
+MAX_GLOBAL_BATCH = 2**40
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,7 +54,7 @@ class ParallelismSpec:
     dp: int = spec_field(ge=1, derived=True)
     ep: int = spec_field(1, ge=1)
     micro_batch: int = spec_field(1, ge=1)
-    global_batch: int = spec_field(ge=1)
+    global_batch: int = spec_field(ge=1, le=MAX_GLOBAL_BATCH)
     schedule: str = spec_field("1f1b", choices=SCHEDULES)
     virtual_stages: int = spec_field(1, ge=1)
     sequence_parallel: bool = spec_field(False)
@@ -216,7 +219,14 @@ class ReliabilitySpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CheckpointSpec:
-    """How often and how checkpoints are written."""
+    """How often and how checkpoints are written.
+
+    ``checkpoint: none`` (or ``mode: none``) states that the run writes no checkpoint: the scenario
+    then has a :class:`CheckpointSpec` whose ``mode`` is ``"none"`` (:attr:`disabled`), whereas a
+    scenario without a ``checkpoint:`` section has ``checkpoint = None`` (nothing was said).
+    """
+
+    scalar_forms: ClassVar[dict[str, dict[str, str]]] = {"none": {"mode": "none"}}
 
     interval_s: float = spec_field(3600.0, unit="min", gt=0)
     mode: str = spec_field("sync", choices=CHECKPOINT_MODES)
@@ -232,6 +242,11 @@ class CheckpointSpec:
     peer_copy: bool = spec_field(False, doc="in-memory mode: snapshots are replicated to a peer node "
                                             "(Gemini), so they survive node loss")
     memory_load_s: float = spec_field(30.0, unit="s", ge=0, doc="restore time from host or peer memory")
+
+    @property
+    def disabled(self) -> bool:
+        """The scenario says explicitly that no checkpoint is written (``checkpoint: none``)."""
+        return self.mode == "none"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

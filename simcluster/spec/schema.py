@@ -24,6 +24,8 @@ from simcluster import units
 from simcluster.errors import SpecError
 
 T = TypeVar("T")
+#: The largest integer a float holds exactly; int-valued keys written as floats must not exceed it.
+MAX_EXACT_INT = 2**53
 Context = Mapping[str, Any]
 
 
@@ -107,7 +109,26 @@ def parse(cls: type[T], raw: object, path: str = "", context: Context | None = N
     """
     if not isinstance(raw, Mapping):
         raise SpecError(path, f"expected a mapping, got {_show(raw)}")
-    hints, fields, by_key = _class_info(cast(Any, cls))
+    values = convert_fields(cls, raw, path, context)
+    ctx = {**(context or {}), **values}
+    derive = getattr(cls, "derive", None)
+    if derive is not None:
+        _run_derive(derive, values, ctx, path)
+    _check_missing(_class_info(cast(Any, cls))[1], values, path)
+    try:
+        return cls(**values)
+    except SpecError as err:
+        raise err.within("", path) from None
+
+
+def convert_fields(cls: type, raw: Mapping[Any, Any], path: str = "",
+                   context: Context | None = None) -> dict[str, Any]:
+    """The keys of ``raw`` read as fields of ``cls``: checked and converted, nothing derived.
+
+    Keys are resolved (units, typos) and values converted in field declaration order, so the first
+    error is the one :func:`parse` would raise; missing fields are simply absent from the result.
+    """
+    hints, fields, by_key = _class_info(cls)
     found: dict[str, tuple[str, str | None, object]] = {}
     for key, value in raw.items():
         name, suffix = _resolve_key(key, by_key, fields, path)
@@ -124,15 +145,7 @@ def parse(cls: type[T], raw: object, path: str = "", context: Context | None = N
         ctx: Context = {**(context or {}), **values}
         values[name] = _convert(hints[name], meta_of(fields[name]), value, suffix,
                                 _join(path, key), ctx)
-    ctx = {**(context or {}), **values}
-    derive = getattr(cls, "derive", None)
-    if derive is not None:
-        _run_derive(derive, values, ctx, path)
-    _check_missing(fields, values, path)
-    try:
-        return cls(**values)
-    except SpecError as err:
-        raise err.within("", path) from None
+    return values
 
 
 @functools.cache
@@ -202,12 +215,22 @@ def _convert(hint: Any, meta: Meta, value: object, suffix: str | None, where: st
         inner = [a for a in args if a is not type(None)]
         return _convert(inner[0], meta, value, suffix, where, ctx)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
-        return parse(hint, value, where, ctx)
+        return parse(hint, _scalar_form(hint, value, where), where, ctx)
     if origin is dict:
         return _convert_dict(args[1], meta, value, suffix, where, ctx)
     if origin is tuple:
         return _convert_tuple(args[0], meta, value, where, ctx)
     return _convert_scalar(hint, meta, value, suffix, where)
+
+
+def _scalar_form(cls: type, value: object, where: str) -> object:
+    """A scalar that a spec class accepts in place of its mapping (``checkpoint: none``)."""
+    forms: Mapping[str, Mapping[str, Any]] = getattr(cls, "scalar_forms", {})
+    if not isinstance(value, str) or not forms:
+        return value
+    if value not in forms:
+        raise SpecError(where, f"expected a mapping or {' | '.join(forms)}, got {_show(value)}")
+    return dict(forms[value])
 
 
 def _convert_dict(value_type: Any, meta: Meta, value: object, suffix: str | None, where: str,
@@ -256,6 +279,9 @@ def _as_int(value: object, where: str) -> int:
         raise SpecError(where, f"expected an integer, got {_show(value)}")
     if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
         raise SpecError(where, f"expected an integer, got {value!r}")
+    if isinstance(value, float) and abs(value) > MAX_EXACT_INT:
+        raise SpecError(where, f"expected an integer, got {value!r}: a number written as a float "
+                        f"must be at most 2**53 = {MAX_EXACT_INT} to be an exact integer")
     return int(value)
 
 
@@ -270,12 +296,19 @@ def _as_float(value: object, where: str) -> float:
 
 def _bounded(number: float, meta: Meta, where: str) -> Any:
     if meta.gt is not None and not number > meta.gt:
-        raise SpecError(where, f"must be > {meta.gt:g}, got {number!r}")
+        raise SpecError(where, f"must be > {_bound(meta.gt)}, got {number!r}")
     if meta.ge is not None and not number >= meta.ge:
-        raise SpecError(where, f"must be >= {meta.ge:g}, got {number!r}")
+        raise SpecError(where, f"must be >= {_bound(meta.ge)}, got {number!r}")
     if meta.le is not None and not number <= meta.le:
-        raise SpecError(where, f"must be <= {meta.le:g}, got {number!r}")
+        raise SpecError(where, f"must be <= {_bound(meta.le)}, got {number!r}")
     return number
+
+
+def _bound(limit: float) -> str:
+    """A bound as written in messages: integers in full (``1099511627776``), else ``%g``."""
+    if float(limit).is_integer() and abs(limit) <= MAX_EXACT_INT:
+        return str(int(limit))
+    return f"{limit:g}"
 
 
 # ---------------------------------------------------------------------------------------- dumping
