@@ -19,6 +19,8 @@ def run_text(d: dict[str, Any]) -> str:
         f"bubble          {d['bubble_fraction']:.1%} of the step",
         f"DP reduction    {d['dp_comm_total_s']:.4g} s, of which {d['dp_comm_hidden_s']:.4g} s hidden",
     ]
+    if not d["fits_in_memory"]:
+        head.insert(1, _does_not_fit_line(d))
     slowed = {k: f for k, f in d.get("contention", {}).items() if f > 1.0}
     if slowed:
         head.append("contention      " + ", ".join(f"{k} x{f:.2f}" for k, f in slowed.items())
@@ -36,6 +38,13 @@ def run_text(d: dict[str, Any]) -> str:
     table = format_table(["time breakdown", "seconds", "share"],
                          [[k, f"{v:.4g}", f"{share:.1%}"] for k, v, share in rows])
     return "\n".join([*head, "", table])
+
+
+def _does_not_fit_line(d: dict[str, Any]) -> str:
+    """The warning of a layout whose most loaded stage exceeds the GPU memory."""
+    return (f"DOES NOT FIT: needs {d['peak_memory_gib']:.1f} GiB per GPU on stage "
+            f"{d['memory_gib']['stage']}, {d['memory_capacity_gib']:.1f} GiB available; the times "
+            "below assume it ran (reduce activations: recompute, more pp/tp/cp)")
 
 
 def _memory_line(d: dict[str, Any]) -> str:

@@ -125,8 +125,8 @@ def deep_merge(base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any
     """``base`` updated by ``top``; nested mappings are merged, everything else replaced."""
     out = dict(base)
     for key, value in top.items():
-        for other in _same_quantity(out, key):
-            del out[other]  # latency_ms refines a preset's latency_us: one quantity, any unit
+        for other in _same_quantity(base, key):
+            out.pop(other, None)  # latency_ms refines a preset's latency_us: one quantity, any unit
         old = out.get(key)
         if isinstance(old, str) and isinstance(value, Mapping) and "preset" not in value:
             out[key] = {"preset": old, **value}  # refine a nested preset (an accelerator name)
