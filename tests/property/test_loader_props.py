@@ -7,12 +7,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simcluster import catalog, yamlio
 from simcluster.errors import SpecError
 from simcluster.spec import dump_scenario, load_scenario, to_yaml
+from tests.unit.test_spec_layout import BASE, DEFAULT, assert_same_verdict
 
 VALID: dict[str, Any] = {
     "model": "gpt3-7.5b",
@@ -125,3 +126,26 @@ def test_arbitrary_yaml_text_files_raise_only_spec_errors(text: str) -> None:
             return
     assert error.source == str(path)
     assert "\n" not in str(error)
+
+
+LAYOUT_VALUES: dict[str, st.SearchStrategy[Any]] = {
+    "tp": st.sampled_from([1, 2, 3, 4, 8, 16, 0]),
+    "pp": st.sampled_from([1, 2, 3, 4, 8]),
+    "cp": st.sampled_from([1, 2, 3, 4]),
+    "ep": st.sampled_from([1, 2]),
+    "dp": st.sampled_from([1, 2, 4, 8]),
+    "micro_batch": st.sampled_from([1, 2, 3]),
+    "global_batch": st.sampled_from([1, 16, 255, 256, 512, 2**41, 1e40]),
+    "schedule": st.sampled_from(["1f1b", "interleaved", "gpipe", "zb-h1"]),
+    "virtual_stages": st.sampled_from([1, 2, 4]),
+    "sequence_parallel": st.booleans(),
+    "recompute": st.sampled_from(["none", "full"]),
+    "zero_stage": st.integers(0, 3),
+    "tp_across_nodes": st.booleans(),
+}
+
+
+@given(st.fixed_dictionaries({}, optional=LAYOUT_VALUES))
+@settings(max_examples=300, deadline=None)
+def test_check_layout_raises_iff_the_loader_raises_with_the_same_key(layout: dict[str, Any]) -> None:
+    assert_same_verdict(BASE, DEFAULT, layout)
