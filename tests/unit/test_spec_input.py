@@ -33,7 +33,8 @@ def test_binary_scenario_is_a_spec_error_naming_the_file(tmp_path: Path,
     path.write_bytes(b"model: \xff\xfe\x00\x89PNG\r\n")
     err = _error(path)
     assert err.source == str(path)
-    assert "not UTF-8 text" in err.message and "0xff" in err.message
+    assert "not UTF-8 text" in err.message
+    assert "0xff" in err.message
     assert main(["validate", str(path)]) == 2
     assert "not UTF-8 text" in capsys.readouterr().err
 
@@ -45,7 +46,8 @@ def test_binary_topology_file_is_a_spec_error_naming_it(tmp_path: Path) -> None:
     scenario.write_text("model: llama-3-8b\ncluster: {topology: topo.yaml, nodes: 2}\n"
                         "parallelism: {tp: 2, global_batch: 16}\n")
     err = _error(scenario)
-    assert err.source == str(topo) and "not UTF-8 text" in err.message
+    assert err.source == str(topo)
+    assert "not UTF-8 text" in err.message
     with pytest.raises(SpecError, match="not UTF-8 text"):
         load_topology(topo)
 
@@ -55,7 +57,8 @@ def test_duplicate_key_names_the_file_and_the_key_path(tmp_path: Path) -> None:
     path.write_text(DEFAULT.read_text().replace("  tp: 2\n", "  tp: 2\n  pp: 1\n  tp: 4\n"))
     err = _error(path)
     assert (err.source, err.key) == (str(path), "parallelism.tp")  # the first repeat
-    assert "given twice" in err.message and "lines" in err.message
+    assert "given twice" in err.message
+    assert "lines" in err.message
 
 
 def test_duplicate_key_inside_a_list_and_a_topology(tmp_path: Path) -> None:
@@ -142,18 +145,22 @@ def test_one_quantity_twice_in_one_mapping_is_still_an_error() -> None:
 ])
 def test_absurd_counts_are_refused_naming_key_and_limit(override: str, key: str, text: str) -> None:
     err = _error(DEFAULT, (override,))
-    assert err.key == key and text in err.message and err.source == "--set"
+    assert err.key == key
+    assert text in err.message
+    assert err.source == "--set"
 
 
 def test_checkpoint_none_differs_from_an_absent_section() -> None:
     absent = load_scenario(DEFAULT)
     assert absent.checkpoint is None
     none = load_scenario(DEFAULT, ["checkpoint=none"])
-    assert isinstance(none.checkpoint, CheckpointSpec) and none.checkpoint.disabled
+    assert isinstance(none.checkpoint, CheckpointSpec)
+    assert none.checkpoint.disabled
     assert load_scenario(DEFAULT, ["checkpoint.mode=none"]) == none
     assert not load_scenario(DEFAULT, ["checkpoint.mode=sync"]).checkpoint.disabled  # type: ignore[union-attr]
     dumped = dump_scenario(none)
     assert dumped["checkpoint"]["mode"] == "none"
     assert schema.parse(Scenario, dumped) == none
     err = _error(DEFAULT, ("checkpoint=never",))
-    assert err.key == "checkpoint" and "mapping or none" in err.message
+    assert err.key == "checkpoint"
+    assert "mapping or none" in err.message

@@ -56,8 +56,12 @@ def test_tp_across_nodes_is_priced_over_the_scale_out_fabric() -> None:
 
     inside, g8 = tp_comm(8)
     across, g16 = tp_comm(16)
-    assert g8.tp is not None and g8.tp.inter is None and g8.tp.nodes == 1
-    assert g16.tp is not None and g16.tp.inter is not None and g16.tp.nodes == 2
+    assert g8.tp is not None
+    assert g8.tp.inter is None
+    assert g8.tp.nodes == 1
+    assert g16.tp is not None
+    assert g16.tp.inter is not None
+    assert g16.tp.nodes == 2
     assert across > inside
 
 
@@ -84,13 +88,13 @@ def assert_same_verdict(base: Scenario, path: str, layout: dict[str, Any]) -> No
         expected = None
     except SpecError as err:
         expected = err.key
+    error: SpecError | None = None
     try:
         check_layout(base, **layout)
-        got = None
     except SpecError as err:
-        got = err.key
-        assert not err.source  # no file: the caller knows the base
-    assert got == expected, (layout, got, expected)
+        error = err
+    assert (error.key if error else None) == expected, (layout, error, expected)
+    assert error is None or not error.source  # no file: the caller knows the base
 
 
 def _yaml(value: object) -> str:
@@ -106,9 +110,11 @@ def test_run_summary_says_when_a_layout_does_not_fit(capsys: pytest.CaptureFixtu
     assert main(["run", path, "--fast"]) == 0
     out = capsys.readouterr().out
     line = next(x for x in out.splitlines() if x.startswith("DOES NOT FIT"))
-    assert "GiB per GPU on stage" in line and "80.0 GiB available" in line
+    assert "GiB per GPU on stage" in line
+    assert "80.0 GiB available" in line
     assert main(["run", path, "--fast", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["fits_in_memory"] is False and data["peak_memory_gib"] > 80.0
+    assert data["fits_in_memory"] is False
+    assert data["peak_memory_gib"] > 80.0
     assert main(["run", DEFAULT, "--fast"]) == 0
     assert "DOES NOT FIT" not in capsys.readouterr().out
