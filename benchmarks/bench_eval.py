@@ -69,7 +69,7 @@ def _rejects(base: object, layout: dict[str, int]) -> bool:
 def _precheck_rows() -> list[Row]:
     base = load_scenario(ROOT / "scenarios" / "gpt3-175b-1024xa100.yaml")
     rows = []
-    for label, layout in (("valid tp=4 pp=32", {"tp": 4, "pp": 32}),
+    for label, layout in (("valid tp=4 pp=16", {"tp": 4, "pp": 16}),
                           ("invalid tp=3", {"tp": 3, "pp": 16})):
         rejected = _rejects(base, layout)
         best = min(_times(lambda layout=layout: _rejects(base, layout), 10000))
