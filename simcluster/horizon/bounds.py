@@ -122,6 +122,12 @@ def check_events(cost: Cost) -> None:
         f"failure rate, or shorten the run or the horizon"))
 
 
+def check_replicas(replicas: int) -> None:
+    """Refuse more than ``MAX_REPLICAS`` replicas."""
+    if replicas > MAX_REPLICAS:
+        raise SpecError("--replicas", f"{replicas} replicas; the limit is {MAX_REPLICAS}")
+
+
 def check_bounds(configs: tuple[HorizonConfig, ...], replicas: int, loop: str = "fast") -> None:
     """Refuse, before any replica runs, an evaluation of ``configs`` that cannot end in bounded time.
 
@@ -135,8 +141,7 @@ def check_bounds(configs: tuple[HorizonConfig, ...], replicas: int, loop: str = 
         ``fast`` or ``simpy`` (the SimPy loop costs ``SIMPY_COST`` x per event and steps every
         checkpoint cycle).
     """
-    if replicas > MAX_REPLICAS:
-        raise SpecError("--replicas", f"{replicas} replicas; the limit is {MAX_REPLICAS}")
+    check_replicas(replicas)
     total = 0.0
     for cfg in configs:
         cost = replica_cost(cfg)
