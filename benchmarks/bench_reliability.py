@@ -22,6 +22,36 @@ ROOT = Path(__file__).resolve().parents[1]
 TARGET_S = 10.0
 
 
+#: Commands that used to hang or crash (issue 11); each must now be refused up front (exit 2).
+REFUSED = (
+    ["--set", "checkpoint.storage_write_GBps=0.001"],
+    ["--set", "reliability.failure_rate_per_node_day=10"],
+    ["--set", "reliability.failure_rate_per_node_day=1e9"],
+    ["--replicas", "100000000"],
+)
+
+
+def time_refusals(repeat: int = 3) -> list[tuple[str, int, float]]:
+    """Best-of-``repeat`` in-process wall time (s) and exit status of each ``REFUSED`` command
+    (``reliability`` on the 405B scenario, DES step)."""
+    import contextlib
+    import io
+
+    from simcluster.cli import main as cli_main
+
+    rows = []
+    for extra in REFUSED:
+        argv = ["reliability", str(ROOT / "scenarios" / "llama3-405b-16k-h100.yaml"), *extra]
+        best, status = float("inf"), -1
+        for _ in range(repeat):
+            start = time.perf_counter()
+            with contextlib.redirect_stderr(io.StringIO()):
+                status = cli_main(argv)
+            best = min(best, time.perf_counter() - start)
+        rows.append((" ".join(extra), status, best))
+    return rows
+
+
 def main() -> None:
     """Time the fast engine (and a few SimPy replicas) and print the results table."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -44,6 +74,9 @@ def main() -> None:
           f"target: 1000 replicas < {TARGET_S:.0f} s on 2 cores")
     print(format_table(["engine", "replicas", "jobs", "wall s", "wall ms/replica", "interruptions",
                         "goodput"], rows))
+    print("\ncommands that used to hang (> 60 s) or crash, now refused (exit 2), best of 3:")
+    print(format_table(["reliability 405B ...", "exit", "wall s"],
+                       [[a, str(c), f"{t:.3f}"] for a, c, t in time_refusals()]))
 
 
 if __name__ == "__main__":

@@ -1,27 +1,42 @@
 """``simcluster reliability``: argparse wiring and handler, a thin layer over the horizon engine.
 
-``add_parser(sub)`` adds the subcommand to the subparsers of :mod:`simcluster.cli`.
+``add_parser(sub)`` adds the subcommand to the subparsers of :mod:`simcluster.cli`. The step time
+comes from the same engine and contention as ``simcluster run`` (``simcluster.run.single
+.engine_step``): the discrete-event simulation by default, the closed forms with ``--fast``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
+from typing import Any
 
 from simcluster.cli_args import non_negative_int, positive_int
 from simcluster.errors import SpecError
 from simcluster.horizon import interval_sweep, simulate_reliability
-from simcluster.report.reliability import summary_text, sweep_text
+from simcluster.horizon.bounds import check_replicas
+from simcluster.horizon.optimize import optimize_interval
+from simcluster.report.reliability import optimum_text, summary_text, sweep_text
+from simcluster.run.single import CONTENTION_MODES, engine_step
 from simcluster.spec.loader import load_scenario
+from simcluster.spec.scenario import Scenario
+
+STEP_ENGINES = ("des", "analytical")
+LOOPS = ("fast", "simpy")
+AUTO = "auto"
 
 
-def parse_sweep(text: str) -> list[float]:
-    """``START:STOP:STEP`` in minutes (STOP included) -> intervals in seconds."""
+def parse_sweep(text: str) -> list[float] | str:
+    """``START:STOP:STEP`` in minutes (STOP included) -> intervals in seconds; or ``auto``."""
+    if text == AUTO:
+        return AUTO
     try:
         start, stop, step = (float(v) for v in text.split(":"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected START:STOP:STEP in minutes, got {text!r}") from None
-    if start <= 0 or step <= 0 or stop < start:
+        raise argparse.ArgumentTypeError(f"expected START:STOP:STEP in minutes or 'auto', "
+                                         f"got {text!r}") from None
+    if not 0 < start <= stop < float("inf") or not 0 < step < float("inf"):
         raise argparse.ArgumentTypeError(f"need 0 < START <= STOP and STEP > 0, got {text!r}")
     count = int((stop - start) / step + 1e-9) + 1
     if count > 1000:
@@ -29,40 +44,107 @@ def parse_sweep(text: str) -> list[float]:
     return [(start + k * step) * 60.0 for k in range(count)]
 
 
+def checkpoint_warnings(scenario: Scenario, *, checkpoint_explicit_none: bool = False) -> list[str]:
+    """Warning lines about the checkpoint policy of ``scenario``.
+
+    A scenario without a ``checkpoint:`` section (``scenario.checkpoint is None``) never
+    checkpoints; unless the file says so explicitly (``checkpoint: none``, passed here as
+    ``checkpoint_explicit_none``), that is worth a warning.
+    """
+    if scenario.checkpoint is not None or checkpoint_explicit_none:
+        return []
+    return ["no checkpoint: section: no checkpoints are taken, so every failure restarts the run "
+            "from the start; add one (e.g. --set checkpoint.interval_min=60) or write "
+            "'checkpoint: none' to say so"]
+
+
+def step_choice(args: argparse.Namespace) -> tuple[str, str]:
+    """(step engine, event loop) from ``--engine``, ``--fast`` and ``--loop``.
+
+    ``--engine fast|simpy`` is the old spelling of ``--loop`` and still accepted.
+    """
+    engine = args.engine
+    loop = args.loop or (engine if engine in LOOPS else "fast")
+    step = "analytical" if args.fast else (engine if engine in STEP_ENGINES else "des")
+    if args.fast and engine == "des":
+        raise SpecError("--engine", "--engine des contradicts --fast (the analytical engine)")
+    if engine in LOOPS and args.loop and args.loop != engine:
+        raise SpecError("--engine", f"--engine {engine} (the old --loop) contradicts --loop {args.loop}")
+    return step, loop
+
+
 def handle(args: argparse.Namespace) -> int:
-    """Run the Monte Carlo (and the sweep) and print text or one JSON object."""
+    """Run the Monte Carlo (and the sweep or the interval search); print text or one JSON object."""
     scenario = load_scenario(args.scenario, args.set)
     if scenario.reliability is None:
         raise SpecError("reliability", "missing: the reliability command needs a reliability: "
                         "section", args.scenario)
-    result = simulate_reliability(scenario, replicas=args.replicas, seed=args.seed,
-                                  engine=args.engine, jobs=args.jobs).to_dict()
-    sweep = None
-    if args.interval_sweep:
-        sweep = interval_sweep(scenario, args.interval_sweep, replicas=args.replicas, seed=args.seed,
-                               engine=args.engine, jobs=args.jobs).to_dict()
+    step_engine, loop = step_choice(args)
+    warnings = checkpoint_warnings(scenario)
+    try:
+        out = _evaluate(args, scenario, step_engine, loop)
+    except SpecError as err:
+        raise err.within(args.scenario) from None
+    warnings += out.pop("warnings", [])
+    for line in warnings:
+        print(f"warning: {line}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"scenario": scenario.name, **result, **(sweep or {})}, indent=2))
+        print(json.dumps({"scenario": scenario.name, **out, "warnings": warnings}, indent=2))
         return 0
-    text = summary_text(scenario.name, result)
-    print(text if sweep is None else f"{text}\n\n{sweep_text(sweep)}")
+    text = summary_text(scenario.name, out)
+    if "interval_sweep" in out:
+        text = f"{text}\n\n{sweep_text(out)}"
+    elif "interval_search" in out:
+        text = f"{text}\n\n{optimum_text(out)}"
+    print("\n".join([text, *(f"warning: {line}" for line in warnings)]))
     return 0
+
+
+def _evaluate(args: argparse.Namespace, scenario: Scenario, step_engine: str, loop: str
+              ) -> dict[str, Any]:
+    """The result dict (with the sweep's or the search's fields and ``warnings`` merged)."""
+    check_replicas(args.replicas)
+    step_s = engine_step(scenario, args.contention, step_engine)[0].iteration_time_s
+    common: dict[str, Any] = {"replicas": args.replicas, "seed": args.seed,
+                              "step_time_s": step_s, "engine": loop, "jobs": args.jobs}
+    result = simulate_reliability(scenario, **common, step_engine=step_engine).to_dict()
+    extra: dict[str, Any] = {}
+    if args.optimize_interval or args.interval_sweep == AUTO:
+        extra = optimize_interval(scenario, **common).to_dict()
+    elif args.interval_sweep:
+        extra = interval_sweep(scenario, args.interval_sweep, **common).to_dict()
+    return {**result, **extra}
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add ``reliability`` to the subcommands of ``simcluster``."""
     p = sub.add_parser("reliability",
                        help="failures, restarts and checkpoints over the whole run: goodput, lost "
-                            "time, best checkpoint interval (Monte Carlo)")
+                            "time, best checkpoint interval (Monte Carlo)",
+                       description="Monte Carlo of the whole training run with failures, restarts "
+                                   "and checkpoints. Refuses (exit 2) a run that cannot make "
+                                   "progress or that exceeds the engine's limits (see "
+                                   "docs/reliability.md, 'Limits').")
     p.add_argument("scenario", help="scenario YAML file (with a reliability: section)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="override a scenario key by its dotted path, e.g. checkpoint.interval_min=30")
-    p.add_argument("--replicas", type=positive_int, default=200, help="Monte Carlo replicas (default 200)")
-    p.add_argument("--interval-sweep", type=parse_sweep, metavar="START:STOP:STEP",
-                   help="checkpoint intervals to compare, in minutes (STOP included)")
+    p.add_argument("--replicas", type=positive_int, default=200,
+                   help="Monte Carlo replicas (default 200, at most 100000)")
+    p.add_argument("--interval-sweep", type=parse_sweep, metavar="START:STOP:STEP|auto",
+                   help="checkpoint intervals to compare, in minutes (STOP included); warns when "
+                        "the best is on an edge of the grid; 'auto' = --optimize-interval")
+    p.add_argument("--optimize-interval", action="store_true",
+                   help="find the best checkpoint interval by golden-section search between "
+                        "Young/4 and 4 x Daly (common random numbers)")
     p.add_argument("--seed", type=non_negative_int, default=None, help="root seed (default: the scenario's)")
-    p.add_argument("--engine", choices=("fast", "simpy"), default="fast",
-                   help="fast event loop (default) or the SimPy engine; identical results")
+    p.add_argument("--engine", choices=(*STEP_ENGINES, *LOOPS), default=None,
+                   help="engine of the step time, as in 'simcluster run': des (default) or "
+                        "analytical; 'fast' and 'simpy' are the old spelling of --loop")
+    p.add_argument("--fast", action="store_true", help="same as --engine analytical (as in 'run')")
+    p.add_argument("--loop", choices=LOOPS, default=None,
+                   help="event loop of the horizon engine: fast (default) or simpy; identical results")
+    p.add_argument("--contention", choices=CONTENTION_MODES, default="auto",
+                   help="Tier B contention of the step, as in 'simcluster run' (default auto)")
     p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1)")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.set_defaults(handler=handle)

@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
+from simcluster.horizon.bounds import check_bounds, mean_recovery_s
 from simcluster.horizon.config import HorizonConfig, horizon_config
 from simcluster.horizon.engine import run_simpy
 from simcluster.horizon.fast import run_fast
@@ -63,13 +64,6 @@ def closed_form_intervals_s(cfg: HorizonConfig) -> tuple[float, float]:
     return young_interval_s(delta, 1.0 / rate), daly_interval_s(delta, 1.0 / rate)
 
 
-def mean_recovery_s(cfg: HorizonConfig) -> float:
-    """Mean time from failure to resumed progress, waits for nodes excluded (rate-weighted)."""
-    rate = sum(c.rate_per_node_s for c in cfg.classes)
-    detect = sum(c.rate_per_node_s * c.detect_s for c in cfg.classes) / rate if rate > 0 else 0.0
-    return detect + cfg.diagnose_s + cfg.restart_s + cfg.checkpoint.load_s + cfg.warmup_s
-
-
 def daly_goodput(cfg: HorizonConfig) -> float:
     """Closed-form goodput ``T_s / E[T_wall]`` (Daly Eq. 9 per unit work) for ``cfg``."""
     rate = cfg.failure_rate_s
@@ -80,22 +74,33 @@ def daly_goodput(cfg: HorizonConfig) -> float:
 
 
 def simulate_config(cfg: HorizonConfig, replicas: int = 100, seed: int = 0, engine: str = "fast",
-                    jobs: int = 1) -> ReliabilityResult:
-    """Monte Carlo of ``cfg`` over ``replicas`` replicas."""
+                    jobs: int = 1, *, step_engine: str = "given") -> ReliabilityResult:
+    """Monte Carlo of ``cfg`` over ``replicas`` replicas (refused up front when unbounded:
+    :func:`simcluster.horizon.bounds.check_bounds`). ``step_engine`` labels ``cfg.step_s``."""
+    check_bounds((cfg,), replicas, engine)
     young, daly = closed_form_intervals_s(cfg)
     return ReliabilityResult(
         records=run_replicas(cfg, replicas, seed, engine, jobs), class_names=cfg.class_names,
         work_s=cfg.work_s, interval_s=cfg.checkpoint.interval_s, engine=engine,
-        young_interval_s=young, daly_interval_s=daly, checkpoint_bytes=cfg.checkpoint.size_bytes)
+        young_interval_s=young, daly_interval_s=daly, checkpoint_bytes=cfg.checkpoint.size_bytes,
+        step_time_s=cfg.step_s, step_engine=step_engine)
 
 
-def _step_s(scenario: Scenario, step_time_s: float | None) -> float:
-    return estimate_step(scenario).iteration_time_s if step_time_s is None else step_time_s
+def step_and_engine(scenario: Scenario, step_time_s: float | None, step_engine: str | None
+                    ) -> tuple[float, str]:
+    """The nominal step time and the name of the engine that gave it.
+
+    Without ``step_time_s``: the analytical estimate (``analytical``); with it: ``step_engine``
+    (``given`` when not named).
+    """
+    if step_time_s is None:
+        return estimate_step(scenario).iteration_time_s, "analytical"
+    return step_time_s, step_engine or "given"
 
 
 def simulate_reliability(scenario: Scenario, replicas: int = 100, seed: int | None = None,
                          step_time_s: float | None = None, *, engine: str = "fast",
-                         jobs: int = 1) -> ReliabilityResult:
+                         jobs: int = 1, step_engine: str | None = None) -> ReliabilityResult:
     """Simulate the whole training run of ``scenario`` with failures and checkpoints.
 
     Parameters
@@ -109,29 +114,55 @@ def simulate_reliability(scenario: Scenario, replicas: int = 100, seed: int | No
     step_time_s : float, optional
         Nominal step time (s), e.g. from the DES; default: the analytical estimate.
     engine : str
-        ``fast`` (plain event loop) or ``simpy``; they give identical records.
+        The event loop: ``fast`` (plain loop) or ``simpy``; they give identical records.
     jobs : int
         Worker processes.
+    step_engine : str, optional
+        Which engine gave ``step_time_s`` (``des``, ``analytical``), reported as ``step_engine``.
     """
-    cfg = horizon_config(scenario, _step_s(scenario, step_time_s))
-    return simulate_config(cfg, replicas, scenario.seed if seed is None else seed, engine, jobs)
+    step_s, step_name = step_and_engine(scenario, step_time_s, step_engine)
+    cfg = horizon_config(scenario, step_s)
+    return simulate_config(cfg, replicas, scenario.seed if seed is None else seed, engine, jobs,
+                           step_engine=step_name)
 
 
 def sweep_configs(configs: Sequence[HorizonConfig], replicas: int, seed: int, engine: str = "fast",
                   jobs: int = 1) -> SweepResult:
-    """Goodput of each configuration (same failures, different intervals) on the same paths."""
-    points = []
-    for cfg in configs:
-        result = simulate_config(cfg, replicas, seed, engine, jobs)
-        ttt = result.to_dict()["time_to_train_days"]
-        points.append(SweepPoint(interval_min=cfg.checkpoint.interval_s / 60.0,
-                                 goodput=result.goodput, ci95=result.goodput_ci95,
-                                 time_to_train_days=None if ttt is None else ttt["mean"],
-                                 daly_goodput=daly_goodput(cfg)))
+    """Goodput of each configuration (same failures, different intervals) on the same paths.
+
+    All configurations are checked against the limits before any runs; an optimum on an edge of
+    the grid comes with a warning.
+    """
+    check_bounds(tuple(configs), replicas, engine)
+    points = tuple(sweep_point(cfg, replicas, seed, engine, jobs) for cfg in configs)
     young, daly = closed_form_intervals_s(configs[0])
-    return SweepResult(points=tuple(points), optimal_interval_min=simulated_optimum_min(points),
+    return SweepResult(points=points, optimal_interval_min=simulated_optimum_min(points),
                        young_interval_min=young / 60.0, daly_interval_min=daly / 60.0,
-                       replicas=replicas)
+                       replicas=replicas, warnings=edge_warnings(points, young / 60.0, daly / 60.0))
+
+
+def sweep_point(cfg: HorizonConfig, replicas: int, seed: int, engine: str = "fast", jobs: int = 1
+                ) -> SweepPoint:
+    """Mean goodput, its 95% CI and mean time to train of ``cfg`` on the paths of ``seed``."""
+    result = simulate_config(cfg, replicas, seed, engine, jobs)
+    ttt = result.to_dict()["time_to_train_days"]
+    return SweepPoint(interval_min=cfg.checkpoint.interval_s / 60.0, goodput=result.goodput,
+                      ci95=result.goodput_ci95,
+                      time_to_train_days=None if ttt is None else ttt["mean"],
+                      daly_goodput=daly_goodput(cfg))
+
+
+def edge_warnings(points: Sequence[SweepPoint], young_min: float, daly_min: float
+                  ) -> tuple[str, ...]:
+    """A warning when the best grid point is the first or the last of a grid of two or more."""
+    best = max(range(len(points)), key=lambda i: points[i].goodput)
+    if len(points) < 2 or 0 < best < len(points) - 1:
+        return ()
+    edge = "lower" if best == 0 else "upper"
+    return (f"the best interval of the sweep ({points[best].interval_min:.4g} min) is on the {edge} "
+            f"edge of the grid {points[0].interval_min:.4g}..{points[-1].interval_min:.4g} min: the "
+            f"optimum may lie beyond it (Young {young_min:.4g} min, Daly {daly_min:.4g} min); widen "
+            f"the grid or use --optimize-interval",)
 
 
 def simulated_optimum_min(points: Sequence[SweepPoint]) -> float:
@@ -151,6 +182,6 @@ def interval_sweep(scenario: Scenario, intervals_s: Sequence[float], replicas: i
 
     Every interval runs on the same sample paths (common random numbers).
     """
-    step = _step_s(scenario, step_time_s)
+    step, _ = step_and_engine(scenario, step_time_s, None)
     configs = [horizon_config(scenario, step, interval_s=i) for i in intervals_s]
     return sweep_configs(configs, replicas, scenario.seed if seed is None else seed, engine, jobs)

@@ -70,6 +70,8 @@ class ReliabilityResult:
     young_interval_s: float
     daly_interval_s: float
     checkpoint_bytes: float
+    step_time_s: float = math.nan
+    step_engine: str = "given"
 
     def column(self, name: str) -> np.ndarray:
         """One per-replica quantity as an array (``goodput``, ``elapsed_s``, ``useful_s``...)."""
@@ -112,7 +114,8 @@ class ReliabilityResult:
         ttt = self.time_to_train_s() / 86400.0
         finite = math.isfinite(self.work_s)
         return {
-            "engine": self.engine, "replicas": len(self.records),
+            "engine": self.engine, "loop": self.engine, "step_engine": self.step_engine,
+            "step_time_s": finite_or_none(self.step_time_s), "replicas": len(self.records),
             "interruptions": {"total": sum(by_class.values()), "unexpected": unexpected,
                               "by_class": by_class},
             "goodput": self.goodput, "goodput_ci95": self.goodput_ci95,
@@ -152,7 +155,8 @@ class SweepResult:
     """Goodput against the checkpoint interval, with the simulated optimum and the closed forms.
 
     ``optimal_interval_min`` is the grid point of highest mean goodput, refined by the vertex of the
-    parabola through it and its neighbours (when it is inside the grid).
+    parabola through it and its neighbours (when it is inside the grid). ``warnings``: e.g. the
+    optimum lies on an edge of the grid, so the true optimum may lie beyond it.
     """
 
     points: tuple[SweepPoint, ...]
@@ -160,6 +164,7 @@ class SweepResult:
     young_interval_min: float
     daly_interval_min: float
     replicas: int
+    warnings: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: the sweep points and the three optima."""
@@ -170,7 +175,38 @@ class SweepResult:
                 "optimal_interval_min": self.optimal_interval_min,
                 "young_interval_min": finite_or_none(self.young_interval_min),
                 "daly_interval_min": finite_or_none(self.daly_interval_min),
-                "sweep_replicas": self.replicas}
+                "sweep_replicas": self.replicas, "warnings": list(self.warnings)}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OptimumResult:
+    """The checkpoint interval of highest simulated goodput, found by golden-section search.
+
+    ``points`` are the evaluated intervals in evaluation order (common random numbers: every one on
+    the same sample paths); ``bracket_min`` the search interval (Young/4 .. 4 x Daly).
+    """
+
+    points: tuple[SweepPoint, ...]
+    optimal_interval_min: float
+    optimal_goodput: float
+    young_interval_min: float
+    daly_interval_min: float
+    bracket_min: tuple[float, float]
+    replicas: int
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict: the optimum, the closed forms, the evaluations."""
+        return {"optimal_interval_min": self.optimal_interval_min,
+                "optimal_goodput": self.optimal_goodput,
+                "young_interval_min": finite_or_none(self.young_interval_min),
+                "daly_interval_min": finite_or_none(self.daly_interval_min),
+                "search_bracket_min": list(self.bracket_min),
+                "evaluations": len(self.points),
+                "interval_search": [{"interval_min": p.interval_min, "goodput": p.goodput,
+                                     "ci95": p.ci95, "time_to_train_days": p.time_to_train_days,
+                                     "daly_goodput": p.daly_goodput} for p in self.points],
+                "sweep_replicas": self.replicas, "warnings": list(self.warnings)}
 
 
 def parabola_vertex(x: tuple[float, float, float], y: tuple[float, float, float]) -> float:

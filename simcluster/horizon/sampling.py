@@ -11,8 +11,10 @@ Poisson process of all exponential classes, N x sum of rates; Palm-Khintchine), 
 classes, N slots drawn as one array per round), ``repair`` (lognormal repair time per event),
 ``maintenance`` (planned interruptions), ``stragglers``, ``straggler-lengths`` and
 ``straggler-repair``. Draws are
-sequential within a stream, and paths are generated in fixed chunks, so extending a path never
-changes its prefix.
+sequential within a stream, and paths are generated in fixed chunks (30 days, shorter when more than
+``CHUNK_EVENTS`` events are expected in 30 days), so extending a path never changes its prefix and
+memory never grows with the expected event count: gaps are drawn in blocks of at most
+``MAX_BATCH``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,19 @@ STRAG_OFF, STRAG_ON, FAILURE, EVICT, PLANNED_EVENT, HORIZON = range(6)
 #: One event: (wall time s, kind, class index (-1 if none), repair time s).
 Event = tuple[float, int, int, float]
 CHUNK_S = 30 * 86400.0
+#: Expected events of one chunk, at most: a faster event rate shortens the chunk below ``CHUNK_S``
+#: (normal rates keep 30-day chunks, so their draws are unchanged), so memory does not grow with
+#: the expected event count.
+CHUNK_EVENTS = 1 << 16
+#: Largest block of gaps drawn at once by :class:`BufferedPoisson` (a stream: longer spans loop).
+MAX_BATCH = 1 << 17
+
+
+def chunk_span_s(cfg: HorizonConfig) -> float:
+    """Wall time of one chunk: ``CHUNK_S``, or less so that it expects at most ``CHUNK_EVENTS``."""
+    per_node = sum(c.rate_per_node_s for c in cfg.classes) + 3.0 * cfg.stragglers.rate_per_node_s
+    rate = cfg.nodes * per_node + cfg.planned_per_s
+    return CHUNK_S if rate * CHUNK_S <= CHUNK_EVENTS else CHUNK_EVENTS / rate
 
 
 class BufferedPoisson:
@@ -49,7 +64,7 @@ class BufferedPoisson:
         parts = [np.array([self.next_t]), self._future]
         last = float(self._future[-1]) if self._future.size else self.next_t
         while last < end_s:
-            batch = max(16, int(1.2 * (end_s - last) * self.rate_s) + 16)
+            batch = min(MAX_BATCH, max(16, int(min(1.2 * (end_s - last) * self.rate_s, MAX_BATCH)) + 16))
             arr = last + np.cumsum(self.rng.standard_exponential(batch)) / self.rate_s
             parts.append(arr)
             last = float(arr[-1])
@@ -107,9 +122,9 @@ class SamplePath:
 
     def events(self) -> Iterator[Event]:
         """Events in (time, kind) order, ending with ``HORIZON`` when the horizon is finite."""
-        start, horizon = 0.0, self.cfg.horizon_s
+        start, horizon, span = 0.0, self.cfg.horizon_s, chunk_span_s(self.cfg)
         while start < horizon and not self._exhausted():
-            end = min(start + CHUNK_S, horizon)
+            end = min(start + span, horizon)
             yield from self._chunk(end)
             start = end
         yield from sorted(e for e in self.pending if e[0] <= horizon)

@@ -141,3 +141,33 @@ def mtbf_s(nodes: int, failures_per_node_s: float) -> float:
     """Job mean time between failures, ``1 / (N r)`` (infinite without failures)."""
     rate = nodes * failures_per_node_s
     return math.inf if rate <= 0.0 else 1.0 / rate
+
+
+def daly_log_expected_wall_per_work(interval_s: float, checkpoint_s: float, restart_s: float,
+                                    mtbf_s: float) -> float:
+    """``ln(E[T_wall] / T_s)`` of Daly's Eq. 9, finite where ``E[T_wall]`` overflows a float.
+
+    ``ln E/T_s = ln(M/tau) + R/M + ln(e^x - 1)`` with ``x = (tau + delta)/M`` and
+    ``ln(e^x - 1) = x + ln(1 - e^-x)``; ``+inf`` for an infinite interval (no checkpoints on an
+    endless run), ``0`` without failures (``M`` infinite: no loss but the blocking dumps is counted
+    by the caller).
+    """
+    if math.isinf(mtbf_s):
+        return 0.0
+    if math.isinf(interval_s):
+        return math.inf
+    x = (interval_s + checkpoint_s) / mtbf_s
+    log_expm1 = math.log(math.expm1(x)) if x < 30.0 else x + math.log1p(-math.exp(-x))
+    return math.log(mtbf_s / interval_s) + restart_s / mtbf_s + log_expm1
+
+
+def daly_work_fraction(interval_s: float, checkpoint_s: float, restart_s: float,
+                       mtbf_s: float) -> float:
+    """Expected useful fraction of wall time, ``T_s / E[T_wall]`` of Daly's Eq. 9 (0 on underflow).
+
+    The expected progress per unit time of a policy: about 0 when the checkpoint dump
+    (``delta``) or the restart (``R``) is long against the MTBF (a failure nearly always strikes
+    before the dump or the restart completes).
+    """
+    log_ratio = daly_log_expected_wall_per_work(interval_s, checkpoint_s, restart_s, mtbf_s)
+    return math.exp(-log_ratio) if log_ratio < 700.0 else 0.0

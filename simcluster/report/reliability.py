@@ -18,12 +18,18 @@ def _minutes(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f} min"
 
 
+def _step(d: dict[str, Any]) -> str:
+    step = d.get("step_time_s")
+    return "-" if step is None else f"{step:.4g} s ({d['step_engine']} engine)"
+
+
 def summary_text(name: str, d: dict[str, Any]) -> str:
     """Headline numbers, interruptions by class and the lost-time breakdown."""
     n = d["interruptions"]
     ttt = d["time_to_train_days"]
     head = [
-        f"scenario        {name} ({d['engine']} engine, {d['replicas']} replicas)",
+        f"scenario        {name} ({d['replicas']} replicas, {d['loop']} loop)",
+        f"step time       {_step(d)}",
         f"goodput         {d['goodput']:.2%} +- {d['goodput_ci95']:.2%} (95% CI)   "
         f"effective training time {d['effective_training_time_ratio']:.2%}",
         f"elapsed         {d['elapsed_days']:.2f} days (mean), useful {d['useful_days']:.2f} days",
@@ -54,6 +60,21 @@ def sweep_text(s: dict[str, Any]) -> str:
     optima = (f"optimum: simulated {_minutes(s['optimal_interval_min'])}, "
               f"Young {_minutes(s['young_interval_min'])}, Daly {_minutes(s['daly_interval_min'])} "
               f"({s['sweep_replicas']} replicas per interval, common random numbers)")
+    return "\n".join([table, optima])
+
+
+def optimum_text(s: dict[str, Any]) -> str:
+    """The golden-section search: its evaluations, the simulated optimum, Young's and Daly's."""
+    rows = [[f"{p['interval_min']:.2f}", f"{p['goodput']:.4f}", f"{p['ci95']:.4f}",
+             f"{p['daly_goodput']:.4f}"]
+            for p in sorted(s["interval_search"], key=lambda p: float(p["interval_min"]))]
+    table = format_table(["interval (min)", "goodput", "95% CI", "Daly Eq. 9"], rows)
+    low, high = s["search_bracket_min"]
+    optima = (f"optimum: simulated {_minutes(s['optimal_interval_min'])} (goodput "
+              f"{s['optimal_goodput']:.4f}), Young {_minutes(s['young_interval_min'])}, Daly "
+              f"{_minutes(s['daly_interval_min'])}; golden-section search on {low:.2f}..{high:.2f} "
+              f"min, {s['evaluations']} evaluations of {s['sweep_replicas']} replicas (common "
+              f"random numbers)")
     return "\n".join([table, optima])
 
 

@@ -112,16 +112,23 @@ def simulate(scenario: Scenario, contention: str = "auto", reliability_replicas:
         Tier B.
     """
     s = with_uniform_links(scenario) if engine == "analytical" else scenario
-    step: Step = estimate_step(s) if engine == "analytical" else simulate_step(s)
-    factors = _contention(s, contention, engine)
-    if factors:
-        step = apply_contention(step, factors)
+    step, factors = engine_step(scenario, contention, engine)
     memory = estimate_memory(s, flash_attention=s.execution.flash_attention)
     horizon = None
     if s.reliability is not None and s.training.tokens is not None:
-        horizon = simulate_reliability(s, reliability_replicas,
-                                       step_time_s=step.iteration_time_s).to_dict()
+        horizon = simulate_reliability(s, reliability_replicas, step_time_s=step.iteration_time_s,
+                                       step_engine=engine).to_dict()
     return RunResult(scenario, step, memory, engine=engine, contention=factors, reliability=horizon)
+
+
+def engine_step(scenario: Scenario, contention: str = "auto", engine: str = "des"
+                ) -> tuple[Step, dict[str, float]]:
+    """The step of ``scenario`` by ``engine``, with its contention factors (those of ``simulate``:
+    ``simcluster reliability`` uses it too, so both commands share the step time)."""
+    s = with_uniform_links(scenario) if engine == "analytical" else scenario
+    step: Step = estimate_step(s) if engine == "analytical" else simulate_step(s)
+    factors = _contention(s, contention, engine)
+    return (apply_contention(step, factors) if factors else step), factors
 
 
 def _contention(s: Scenario, mode: str, engine: str) -> dict[str, float]:

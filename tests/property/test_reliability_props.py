@@ -105,3 +105,33 @@ def test_goodput_paired_difference_is_sharper_than_unpaired() -> None:
     b = simulate_config(worse, replicas=100, seed=1).column("goodput")
     c = simulate_config(worse, replicas=100, seed=2).column("goodput")
     assert np.std(a - b) < 0.5 * np.std(a - c)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rate=st.floats(0.0, 1e6), dump=st.floats(0.0, 1e9), interval=st.floats(1.0, 1e6),
+       work=st.floats(1.0, 1e12), horizon=st.one_of(st.just(math.inf), st.floats(1.0, 1e9)),
+       replicas=st.integers(1, 10**9))
+def test_bounds_refuse_or_admit_a_bounded_evaluation(rate: float, dump: float, interval: float,
+                                                     work: float, horizon: float,
+                                                     replicas: int) -> None:
+    """``check_bounds`` either refuses with a SpecError or admits an evaluation whose expected
+    events per replica, replicas and total work are within the stated limits, and which makes
+    progress when it must finish."""
+    from simcluster.errors import SpecError
+    from simcluster.horizon import bounds
+
+    cfg = HorizonConfig(nodes=16, work_s=work, horizon_s=horizon,
+                        classes=(FailureClass(name="f", rate_per_node_s=rate, detect_s=1.0),),
+                        checkpoint=CheckpointPlan(mode="sync", interval_s=interval, blocking_s=dump))
+    message = ""
+    try:
+        bounds.check_bounds((cfg,), replicas)
+    except SpecError as err:
+        message = err.message
+    if message:
+        assert "limit" in message or "cannot make progress" in message
+        return
+    cost = bounds.replica_cost(cfg)
+    assert cost.events <= bounds.MAX_EVENTS_PER_REPLICA
+    assert replicas * (cost.events + 1.0) <= bounds.MAX_TOTAL_WORK
+    assert math.isfinite(horizon) or cost.work_fraction >= bounds.MIN_WORK_FRACTION

@@ -1,0 +1,173 @@
+"""Bounded reliability evaluations: refusals up front (exit 2, keys and limit named), streaming draws.
+
+Each refused case used to hang or crash (issue 11): a checkpoint write longer than the time between
+failures, 10 failures per node-day, 1e9 failures per node-day (a 33 TiB allocation), 1e8 replicas.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simcluster.cli import main
+from simcluster.errors import SpecError
+from simcluster.horizon import CheckpointPlan, FailureClass, HorizonConfig, simulate_config
+from simcluster.horizon.bounds import (
+    MAX_EVENTS_PER_REPLICA,
+    MAX_REPLICAS,
+    MIN_WORK_FRACTION,
+    check_bounds,
+    replica_cost,
+)
+from simcluster.horizon.sampling import (
+    CHUNK_EVENTS,
+    CHUNK_S,
+    MAX_BATCH,
+    BufferedPoisson,
+    SamplePath,
+    chunk_span_s,
+)
+from simcluster.perf.reliability import daly_expected_wall_s, daly_work_fraction
+from simcluster.rng import generator
+
+ROOT = Path(__file__).resolve().parents[2]
+BIG = str(ROOT / "scenarios" / "llama3-405b-16k-h100.yaml")
+SMALL = str(ROOT / "scenarios" / "1k-h100-reliability.yaml")
+
+
+def _refused(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    assert main(["reliability", *argv, "--fast", "--replicas", "5"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(("override", "words"), [
+    ("checkpoint.storage_write_GBps=0.001", ["checkpoint.storage_write_GBps", "cannot make progress",
+                                             "MTBF", "write+persist", "0.001"]),
+    ("reliability.failure_rate_per_node_day=10", ["reliability.failure_rate_per_node_day",
+                                                  "cannot make progress", "recovery"]),
+    ("reliability.failure_rate_per_node_day=1e9", ["reliability.failure_rate_per_node_day",
+                                                   "cannot make progress"]),
+])
+def test_no_progress_is_refused(capsys: pytest.CaptureFixture[str], override: str,
+                                words: list[str]) -> None:
+    err = _refused(capsys, BIG, "--set", override)
+    for word in words:
+        assert word in err
+
+
+def test_too_many_events_per_replica_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refused(capsys, BIG, "--set", "reliability.failure_rate_per_node_day=10",
+                   "--set", "reliability.horizon_days=54")
+    assert "reliability.failure_rate_per_node_day" in err
+    assert f"{MAX_EVENTS_PER_REPLICA:.0e}" in err
+
+
+def test_huge_rate_with_a_horizon_is_refused_not_allocated(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _refused(capsys, BIG, "--set", "reliability.failure_rate_per_node_day=1e9",
+                   "--set", "reliability.horizon_days=1")
+    assert "expected failures" in err
+
+
+def test_replicas_beyond_the_limit_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reliability", BIG, "--replicas", "100000000"]) == 2
+    assert f"the limit is {MAX_REPLICAS}" in capsys.readouterr().err
+
+
+def test_replicas_times_events_beyond_the_limit_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["reliability", BIG, "--fast", "--replicas", str(MAX_REPLICAS)]) == 2
+    assert "units of work" in capsys.readouterr().err
+
+
+def _cfg(**kw: object) -> HorizonConfig:
+    base: dict[str, object] = {
+        "nodes": 10, "work_s": 1e6,
+        "classes": (FailureClass(name="f", rate_per_node_s=1e-5, detect_s=0.0, replace=False),),
+        "checkpoint": CheckpointPlan(mode="sync", interval_s=600.0, blocking_s=10.0)}
+    base.update(kw)
+    return HorizonConfig(**base)  # type: ignore[arg-type]
+
+
+def test_progress_floor_matches_daly() -> None:
+    """The fraction is 1 / Daly Eq. 9 per unit work, and its log form does not overflow."""
+    assert daly_work_fraction(600.0, 10.0, 0.0, 1e4) == pytest.approx(
+        1.0 / daly_expected_wall_s(1.0, 600.0, 10.0, 0.0, 1e4), rel=1e-12)
+    assert daly_work_fraction(600.0, 1e9, 0.0, 10.0) == 0.0
+    cost = replica_cost(_cfg())
+    assert cost.work_fraction == pytest.approx(daly_work_fraction(600.0, 10.0, 0.0, 1e4))
+    assert cost.events == pytest.approx(1e-4 * 1e6 / cost.work_fraction)
+
+
+def test_slow_dump_refused_only_without_a_horizon() -> None:
+    slow = _cfg(checkpoint=CheckpointPlan(mode="sync", interval_s=600.0, blocking_s=1e6))
+    assert replica_cost(slow).work_fraction < MIN_WORK_FRACTION
+    with pytest.raises(SpecError, match="cannot make progress"):
+        check_bounds((slow,), 1)
+    check_bounds((replace(slow, horizon_s=86400.0),), 1)  # bounded by the horizon: allowed
+
+
+def test_no_checkpoint_endless_run_is_refused_and_says_so() -> None:
+    none = _cfg(checkpoint=CheckpointPlan(mode="none", interval_s=math.inf), work_s=1e7)
+    with pytest.raises(SpecError, match="no checkpoints"):
+        check_bounds((none,), 1)
+
+
+def test_simpy_loop_and_in_memory_count_stepped_cycles() -> None:
+    cfg = _cfg(classes=(), work_s=1e9, checkpoint=CheckpointPlan(mode="in-memory", interval_s=10.0))
+    check_bounds((replace(cfg, checkpoint=CheckpointPlan(mode="sync", interval_s=10.0)),), 100)
+    with pytest.raises(SpecError, match="units of work"):
+        check_bounds((cfg,), 100)
+
+
+def test_simulate_config_checks_bounds() -> None:
+    with pytest.raises(SpecError, match="limit"):
+        simulate_config(_cfg(), replicas=MAX_REPLICAS + 1)
+
+
+def test_chunks_shrink_only_for_high_rates() -> None:
+    assert chunk_span_s(_cfg()) == CHUNK_S
+    fast = _cfg(classes=(FailureClass(name="f", rate_per_node_s=1.0, detect_s=0.0),), horizon_s=1e5)
+    assert chunk_span_s(fast) == pytest.approx(CHUNK_EVENTS / 10.0)
+    path = SamplePath(fast, 0, 0)
+    events = path.events()
+    first = [next(events) for _ in range(3 * CHUNK_EVENTS)]
+    times = [e[0] for e in first]
+    assert times == sorted(times)
+    assert times[-1] < 1e5
+
+
+def test_buffered_poisson_streams_in_bounded_blocks() -> None:
+    """A span of 1e9 expected arrivals is refused by the bounds; the source itself draws in blocks,
+    and splitting a span gives the same arrivals (prefix-stable) as one call."""
+    a = BufferedPoisson(100.0, generator(1, 0, "x"))
+    b = BufferedPoisson(100.0, generator(1, 0, "x"))
+    whole = a.until(2000.0)
+    parts = np.concatenate([b.until(700.0), b.until(2000.0)])
+    assert whole.size == parts.size
+    assert np.allclose(whole, parts, rtol=1e-12)
+
+
+class _Recorder:
+    """A generator proxy recording the size of every block of gaps drawn."""
+
+    def __init__(self) -> None:
+        self.rng, self.sizes = generator(0, 0, "x"), list[int]()
+
+    def standard_exponential(self, size: int | None = None) -> object:
+        self.sizes.append(1 if size is None else size)
+        return self.rng.standard_exponential(size)
+
+
+def test_gap_blocks_are_capped_whatever_the_expected_count() -> None:
+    rec = _Recorder()
+    source = BufferedPoisson(1e6, rec)  # type: ignore[arg-type]
+    arrivals = source.until(1.0)  # about 1e6 arrivals: drawn in blocks of at most MAX_BATCH
+    assert arrivals.size > 900_000
+    assert max(rec.sizes) <= MAX_BATCH
+    assert len(rec.sizes) > 2
