@@ -44,14 +44,14 @@ def parse_sweep(text: str) -> list[float] | str:
     return [(start + k * step) * 60.0 for k in range(count)]
 
 
-def checkpoint_warnings(scenario: Scenario, *, checkpoint_explicit_none: bool = False) -> list[str]:
+def checkpoint_warnings(scenario: Scenario) -> list[str]:
     """Warning lines about the checkpoint policy of ``scenario``.
 
     A scenario without a ``checkpoint:`` section (``scenario.checkpoint is None``) never
-    checkpoints; unless the file says so explicitly (``checkpoint: none``, passed here as
-    ``checkpoint_explicit_none``), that is worth a warning.
+    checkpoints; unless the file says so explicitly (``checkpoint: none``, a ``CheckpointSpec``
+    whose mode is ``none``), that is worth a warning.
     """
-    if scenario.checkpoint is not None or checkpoint_explicit_none:
+    if scenario.checkpoint is not None:
         return []
     return ["no checkpoint: section: no checkpoints are taken, so every failure restarts the run "
             "from the start; add one (e.g. --set checkpoint.interval_min=60) or write "

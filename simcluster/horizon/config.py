@@ -185,7 +185,7 @@ def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float) -> 
 
     The interval is rounded to whole steps (at least one).
     """
-    if ck is None:
+    if ck is None or ck.disabled:
         return CheckpointPlan(mode="none", interval_s=math.inf)
     size = checkpoint_bytes(params, float(ck.bytes_per_param))
     write_s = transfer_time_s(size, ck.storage_write_Bps)
@@ -235,7 +235,7 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
     rel = scenario.reliability or ReliabilitySpec()
     ck = scenario.checkpoint
     if interval_s is not None:
-        base = ck or CheckpointSpec()
+        base = CheckpointSpec() if ck is None or ck.disabled else ck  # a sweep checkpoints
         ck = dataclasses.replace(base, interval_s=interval_s)
     nodes = scenario.cluster.nodes
     par = scenario.parallelism

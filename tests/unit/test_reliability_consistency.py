@@ -11,6 +11,7 @@ import pytest
 from simcluster.cli import main
 from simcluster.cli_reliability import checkpoint_warnings
 from simcluster.horizon import CheckpointPlan, FailureClass, HorizonConfig
+from simcluster.horizon.config import horizon_config
 from simcluster.horizon.optimize import golden_section_max, optimize_configs
 from simcluster.perf.reliability import daly_interval_s, daly_optimal_interval_numeric_s
 from simcluster.spec import load_scenario
@@ -81,11 +82,16 @@ def test_missing_checkpoint_section_warns(capsys: pytest.CaptureFixture[str], tm
     assert captured.err == ""
 
 
-def test_explicit_none_hook_silences_the_warning(tmp_path: Path) -> None:
-    scenario = load_scenario(_without_checkpoint(tmp_path))
-    assert checkpoint_warnings(scenario)
-    assert checkpoint_warnings(scenario, checkpoint_explicit_none=True) == []
+def test_explicit_checkpoint_none_never_checkpoints_and_does_not_warn(tmp_path: Path) -> None:
+    absent = load_scenario(_without_checkpoint(tmp_path))
+    explicit = load_scenario(_without_checkpoint(tmp_path), ["checkpoint=none"])
+    assert checkpoint_warnings(absent)
+    assert checkpoint_warnings(explicit) == []
     assert checkpoint_warnings(load_scenario(SMALL)) == []
+    plan = horizon_config(explicit, 10.0).checkpoint
+    assert plan.mode == "none"
+    assert plan.interval_s == float("inf")
+    assert horizon_config(explicit, 10.0, interval_s=600.0).checkpoint.mode == "sync"
 
 
 def test_sweep_edge_warning_fires_on_the_readme_grid(capsys: pytest.CaptureFixture[str]) -> None:
