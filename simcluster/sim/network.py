@@ -15,7 +15,6 @@ inside ``work_s`` and is shared like the rest: a stated simplification.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import cast
 
 import simpy
@@ -26,23 +25,23 @@ from simcluster.errors import SpecError
 SATURATION_RTOL = 1e-12
 
 
-@dataclass(slots=True, eq=False)
 class Transfer:
     """One active transfer (mutable state of the network, not a record)."""
 
-    name: str
-    links: tuple[str, ...]
-    work_s: float
-    start_s: float
-    done: simpy.Event
-    remaining_s: float = field(init=False)
-    rate: float = 0.0
-    since_s: float = field(init=False)
-    generation: int = 0
+    __slots__ = ("done", "generation", "links", "name", "rate", "remaining_s", "since_s",
+                 "start_s", "work_s")
 
-    def __post_init__(self) -> None:
-        self.remaining_s = self.work_s
-        self.since_s = self.start_s
+    def __init__(self, name: str, links: tuple[str, ...], work_s: float, start_s: float,
+                 done: simpy.Event) -> None:
+        self.name = name
+        self.links = links
+        self.work_s = work_s
+        self.start_s = start_s
+        self.done = done
+        self.remaining_s = work_s
+        self.rate = 0.0
+        self.since_s = start_s
+        self.generation = 0
 
 
 def max_min_shares(paths: Sequence[Sequence[str]],
@@ -108,7 +107,28 @@ class Network:
         return flow.done
 
     def _connected(self, links: Sequence[str]) -> list[Transfer]:
-        """Active transfers reachable from ``links`` through shared links (discovery order)."""
+        """Active transfers reachable from ``links`` through shared links (discovery order).
+
+        Fast path for the common case (no transfer, or one transfer alone on all of its links):
+        the same answer as the search, without it.
+        """
+        on_link = self.on_link
+        only: Transfer | None = None
+        for link in links:
+            users = on_link.get(link)
+            if not users:
+                continue
+            if len(users) > 1 or (only is not None and users[0] is not only):
+                return self._search(links)
+            only = users[0]
+        if only is None:
+            return []
+        if all(len(on_link[link]) == 1 for link in only.links):
+            return [only]
+        return self._search(links)
+
+    def _search(self, links: Sequence[str]) -> list[Transfer]:
+        """Breadth of :meth:`_connected`: every transfer sharing a link, transitively."""
         seen: dict[int, Transfer] = {}
         todo, visited = list(links), set(links)
         while todo:
