@@ -222,14 +222,25 @@ class Device:
 
 
 def compute_stream(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc:
-    """A stage's compute stream: the schedule's ops in order, then DP wait, barrier, optimizer."""
+    """A stage's compute stream: the schedule's ops in order, then DP wait, barrier, optimizer.
+
+    The common op (no DP bucket, no ZeRO-3, its message already there) runs inline: the same
+    events and records as :meth:`Device.run` and :meth:`Device.wait_message`, without a nested
+    generator per op.
+    """
+    fabric = dev.fabric
     for op in plan.ops:
-        if op.recv is not None:
+        if op.recv is not None and not fabric.event("msg", dev.group, op.recv).triggered:
             yield from dev.wait_message(op.recv)
         if op.zero3 is not None:
             yield from dev.run_layers(op, op.zero3)
-        else:
+        elif op.buckets:
             yield from dev.run(op)
+        else:
+            start = env.now
+            yield env.timeout(op.duration_s)
+            dev.last = fabric.record(dev.group, dev.stage, "compute", op.name, "compute", start,
+                                     op.parts, dev.last)
         if op.send is not None:
             yield from dev.send(op, op.send)
     yield from dev.wait_dp()

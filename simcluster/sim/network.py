@@ -15,8 +15,6 @@ inside ``work_s`` and is shared like the rest: a stated simplification.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
-
 import simpy
 
 from simcluster.errors import SpecError
@@ -80,11 +78,6 @@ def max_min_shares(paths: Sequence[Sequence[str]],
     return rates
 
 
-def _payload(event: simpy.Event) -> tuple[Transfer, int]:
-    """The (transfer, generation) a completion timer carries."""
-    return cast(tuple[Transfer, int], event.value)
-
-
 class Network:
     """Shared links of one simulation; ``capacity`` maps a link to its speed (1.0 = nominal)."""
 
@@ -92,6 +85,7 @@ class Network:
         self.env = env
         self.capacity = capacity or {}
         self.on_link: dict[str, list[Transfer]] = {}
+        self._solo: dict[tuple[str, ...], float] = {}  # links -> rate of a transfer alone
 
     def transfer(self, name: str, links: Sequence[str], work_s: float) -> simpy.Event:
         """Start a transfer now; the returned event succeeds with the :class:`Transfer` at the end."""
@@ -142,23 +136,36 @@ class Network:
     def _replan(self, flows: list[Transfer]) -> None:
         if not flows:
             return
-        now = self.env.now
+        if len(flows) == 1:  # alone: the slowest of its links (max_min_shares' own answer)
+            flow = flows[0]
+            rate = self._solo.get(flow.links)
+            if rate is None:
+                rate = self._solo[flow.links] = max_min_shares([flow.links], self.capacity)[0]
+            if rate != flow.rate:
+                self._rerate(flow, rate)
+            return
         rates = max_min_shares([flow.links for flow in flows], self.capacity)
         for flow, rate in zip(flows, rates, strict=True):
-            if rate == flow.rate:
-                continue  # its timer still fires at the right time
-            flow.remaining_s -= flow.rate * (now - flow.since_s)
-            flow.since_s, flow.rate = now, rate
-            flow.generation += 1
-            timer = self.env.timeout(max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
-            timer.callbacks.append(self._on_timer)
+            if rate != flow.rate:  # otherwise its timer still fires at the right time
+                self._rerate(flow, rate)
+
+    def _rerate(self, flow: Transfer, rate: float) -> None:
+        """Advance ``flow`` to now at its old rate and re-plan its completion at ``rate``."""
+        now = self.env.now
+        flow.remaining_s -= flow.rate * (now - flow.since_s)
+        flow.since_s, flow.rate = now, rate
+        flow.generation += 1
+        timer = self.env.timeout(max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
+        timer.callbacks.append(self._on_timer)
 
     def _on_timer(self, event: simpy.Event) -> None:
-        flow, generation = _payload(event)
+        payload: tuple[Transfer, int] = event.value
+        flow, generation = payload
         if generation != flow.generation:
             return  # superseded: the transfer was re-rated since
+        on_link = self.on_link
         for link in flow.links:
-            self.on_link[link].remove(flow)
+            on_link[link].remove(flow)
         flow.remaining_s = 0.0
         self._replan(self._connected(flow.links))
         flow.done.succeed(flow)
