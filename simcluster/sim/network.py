@@ -15,6 +15,8 @@ inside ``work_s`` and is shared like the rest: a stated simplification.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
+
 import simpy
 
 from simcluster.errors import SpecError
@@ -159,7 +161,7 @@ class Network:
         timer.callbacks.append(self._on_timer)
 
     def _on_timer(self, event: simpy.Event) -> None:
-        payload: tuple[Transfer, int] = event.value
+        payload = cast("tuple[Transfer, int]", event.value)
         flow, generation = payload
         if generation != flow.generation:
             return  # superseded: the transfer was re-rated since
