@@ -31,7 +31,7 @@ EXTRAPOLATE_ABOVE_OPS = 2**16
 #: refused with a :class:`SpecError`.
 FULL_LIMIT_OPS = 2**19
 #: Ops simulated at most while looking for the steady state (all samples together).
-SAMPLE_OPS = 2**17
+SAMPLE_OPS = 2**16
 #: Successive increments agreeing to this relative tolerance count as one period's increment.
 PERIOD_RTOL = 1e-12
 
@@ -53,9 +53,26 @@ def with_micro_batches(s: Scenario, m: int) -> Scenario:
 
 
 def _vector(r: DesResult) -> tuple[float, ...]:
-    """The extrapolated quantities: breakdown categories, DP total and hidden, record counts."""
-    return (*r.breakdown.as_dict().values(), r.dp_total_s, r.dp_hidden_s, float(r.record_count),
-            float(len(r.critical_path)))
+    """The extrapolated times: breakdown categories, DP total and DP hidden."""
+    return (*r.breakdown.as_dict().values(), r.dp_total_s, r.dp_hidden_s)
+
+
+def _counts(results: list[DesResult], ahead: int, repeats: int) -> tuple[int, int, bool]:
+    """(records, critical-path records, exact) ``repeats`` periods after the last sample.
+
+    ``results``: four samples one period apart, then one ``ahead`` periods after the fourth. A
+    wait is recorded only when it lasts longer than zero, so a wait that is zero up to rounding can
+    come and go from one period to the next: the counts are exact when the samples grow by one
+    increment, else advanced by the mean increment over the samples (``exact`` False).
+    """
+    out = []
+    exact = True
+    for count in ([r.record_count for r in results], [len(r.critical_path) for r in results]):
+        steps = {b - a for a, b in pairwise(count[:4])}
+        mean = (count[4] - count[0]) / (3 + ahead)
+        exact = exact and len(steps) == 1 and count[4] == count[3] + ahead * steps.pop()
+        out.append(count[4] + round(repeats * mean))
+    return out[0], out[1], exact
 
 
 def _periodic(values: list[tuple[float, ...]]) -> tuple[float, ...] | None:
@@ -104,17 +121,16 @@ def extrapolate(s: Scenario, pert: Perturbations, simulate: Simulate) -> DesResu
         results = [simulate(with_micro_batches(s, n)) for n in sizes]
         values = [_vector(r) for r in results]
         step = _periodic(values[:4])
-        if step is None or len({(r.critical_group, r.critical_stage) for r in results}) != 1 \
-                or any(d != int(d) for d in step[-2:]):
+        if step is None or len({(r.critical_group, r.critical_stage) for r in results}) != 1:
             continue
-        check = _ahead(values[3], step, (sizes[4] - sizes[3]) // q)
-        if not _close(check, values[4]):
+        ahead = (sizes[4] - sizes[3]) // q
+        if not _close(_ahead(values[3], step, ahead), values[4]):
             continue
         repeats = (m - sizes[-1]) // q
-        total = _ahead(values[-1], step, repeats)
-        return _advanced(results[-1], total, Extrapolation(
+        records, path, exact = _counts(results, ahead, repeats)
+        return _advanced(results[-1], _ahead(values[-1], step, repeats), Extrapolation(
             micro_batches=m, simulated_micro_batches=sizes[-1], period=q, repeats=repeats,
-            records=round(total[-2]), critical_path_records=round(total[-1])))
+            records=records, critical_path_records=path, counts_exact=exact))
     return None
 
 

@@ -27,6 +27,10 @@ class Extrapolation:
         Records the full simulation writes (the simulated count plus ``repeats`` increments).
     critical_path_records : int
         Records on the full simulation's critical path.
+    counts_exact : bool
+        The record counts grew by one increment per period in every sample (False: a wait that
+        is zero up to rounding came and went, and the counts are advanced by the mean increment;
+        the times are exact either way).
     """
 
     micro_batches: int
@@ -35,6 +39,7 @@ class Extrapolation:
     repeats: int
     records: int
     critical_path_records: int
+    counts_exact: bool = True
 
 
 
