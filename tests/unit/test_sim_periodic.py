@@ -38,7 +38,8 @@ def _assert_same(got: DesResult, full: DesResult) -> None:
 def test_extrapolated_step_equals_the_full_simulation(schedule: str, extra: dict[str, int]) -> None:
     s = with_micro_batches(tiny(pp=2, schedule=schedule, **extra), 203)
     got = simulate_step(s, extrapolate_above=0)
-    assert got.extrapolation is not None and got.extrapolation.repeats > 0
+    assert got.extrapolation is not None
+    assert got.extrapolation.repeats > 0
     _assert_same(got, simulate_step(s, extrapolate_above=None))
 
 
@@ -55,7 +56,8 @@ def test_four_million_micro_batches_are_extrapolated() -> None:
     assert got.extrapolation.simulated_micro_batches < 100
     short = simulate_step(with_micro_batches(s, got.extrapolation.simulated_micro_batches))
     per_mb = (got.iteration_time_s - short.iteration_time_s) / got.extrapolation.repeats / 2
-    assert got.iteration_time_s > short.iteration_time_s and per_mb > 0
+    assert got.iteration_time_s > short.iteration_time_s
+    assert per_mb > 0
 
 
 def _long() -> Scenario:
@@ -64,7 +66,7 @@ def _long() -> Scenario:
 
 def test_a_trace_of_an_extrapolated_step_is_refused(tmp_path: Path) -> None:
     got = simulate_step(_long())
-    with pytest.raises(SpecError, match="parallelism.global_batch"):
+    with pytest.raises(SpecError, match=r"parallelism\.global_batch"):
         write_trace(got, tmp_path / "t.json")
     with pytest.raises(SpecError, match="--trace"):
         simulate_step(_long(), tracer=ChromeTracer())
@@ -80,7 +82,8 @@ def test_a_long_step_without_steady_state_is_refused(monkeypatch: pytest.MonkeyP
 
 def test_a_short_step_is_simulated_in_full() -> None:
     got = simulate_step(tiny(pp=2))
-    assert got.extrapolation is None and got.record_count == len(got.records)
+    assert got.extrapolation is None
+    assert got.record_count == len(got.records)
 
 
 @pytest.mark.parametrize("enabled", [True, False])
