@@ -9,7 +9,8 @@ Entry points: :func:`simulate_step` and :func:`write_trace`.
 """
 
 from simcluster.sim.perturb import GpuSlowdown, LinkDegradation, Perturbations
-from simcluster.sim.step import DesResult, run, simulate_step, write_trace
+from simcluster.sim.result import DesResult, Extrapolation
+from simcluster.sim.step import run, simulate_step, write_trace
 
-__all__ = ["DesResult", "GpuSlowdown", "LinkDegradation", "Perturbations", "run",
+__all__ = ["DesResult", "Extrapolation", "GpuSlowdown", "LinkDegradation", "Perturbations", "run",
            "simulate_step", "write_trace"]

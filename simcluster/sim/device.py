@@ -32,6 +32,10 @@ from simcluster.sim.plan import (
 
 Proc = Generator[simpy.Event, Any, None]
 
+#: Builds a record from its fields in order without the keyword handling of ``OpRecord(...)``
+#: (hundreds of thousands per step).
+_new_record = tuple.__new__
+
 
 def _value(ev: simpy.Event) -> Any:
     """The value an event succeeded with (a record eid, or (eid, start) for messages)."""
@@ -54,10 +58,10 @@ class Fabric:
     def record(self, group: str, stage: int, stream: str, name: str, category: str,
                start_s: float, parts: tuple[tuple[str, float], ...], gate: int) -> int:
         """Append a record ending now; returns its eid."""
-        eid = len(self.records)
-        self.records.append(OpRecord(eid=eid, group=group, stage=stage, stream=stream, name=name,
-                                     category=category, start_s=start_s, end_s=self.env.now,
-                                     parts=parts, gate=gate))
+        records = self.records
+        eid = len(records)
+        records.append(_new_record(OpRecord, (eid, group, stage, stream, name, category, start_s,
+                                              self.env.now, parts, gate)))
         return eid
 
     def event(self, *key: Any) -> simpy.Event:
@@ -89,6 +93,7 @@ class Device:
         self.group = plan.group
         self.stage = plan.stage
         self.last = -1  # eid of the last record on the compute stream
+        self._links: dict[int, tuple[str, str]] = {}  # send destination -> (out, in) links
 
     def _book(self, name: str, category: str, start_s: float,
               parts: tuple[tuple[str, float], ...], gate: int) -> None:
@@ -125,7 +130,10 @@ class Device:
         exactly that interval (the ledger reads it from there).
         """
         start = self.env.now
-        links = (out_link(self.group, self.stage), in_link(self.group, send.dst))
+        links = self._links.get(send.dst)
+        if links is None:
+            links = self._links[send.dst] = (out_link(self.group, self.stage),
+                                             in_link(self.group, send.dst))
         yield self.fabric.network.transfer(op.name, links, send.work_s)
         self.last = self.fabric.record(self.group, self.stage, "p2p", f"send {op.name}",
                                        "pp_comm", start, (("pp_comm", send.work_s),), self.last)
@@ -214,14 +222,25 @@ class Device:
 
 
 def compute_stream(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc:
-    """A stage's compute stream: the schedule's ops in order, then DP wait, barrier, optimizer."""
+    """A stage's compute stream: the schedule's ops in order, then DP wait, barrier, optimizer.
+
+    The common op (no DP bucket, no ZeRO-3, its message already there) runs inline: the same
+    events and records as :meth:`Device.run` and :meth:`Device.wait_message`, without a nested
+    generator per op.
+    """
+    fabric = dev.fabric
     for op in plan.ops:
-        if op.recv is not None:
+        if op.recv is not None and not fabric.event("msg", dev.group, op.recv).triggered:
             yield from dev.wait_message(op.recv)
         if op.zero3 is not None:
             yield from dev.run_layers(op, op.zero3)
-        else:
+        elif op.buckets:
             yield from dev.run(op)
+        else:
+            start = env.now
+            yield env.timeout(op.duration_s)
+            dev.last = fabric.record(dev.group, dev.stage, "compute", op.name, "compute", start,
+                                     op.parts, dev.last)
         if op.send is not None:
             yield from dev.send(op, op.send)
     yield from dev.wait_dp()

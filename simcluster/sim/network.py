@@ -15,7 +15,6 @@ inside ``work_s`` and is shared like the rest: a stated simplification.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import cast
 
 import simpy
@@ -26,23 +25,23 @@ from simcluster.errors import SpecError
 SATURATION_RTOL = 1e-12
 
 
-@dataclass(slots=True, eq=False)
 class Transfer:
     """One active transfer (mutable state of the network, not a record)."""
 
-    name: str
-    links: tuple[str, ...]
-    work_s: float
-    start_s: float
-    done: simpy.Event
-    remaining_s: float = field(init=False)
-    rate: float = 0.0
-    since_s: float = field(init=False)
-    generation: int = 0
+    __slots__ = ("done", "generation", "links", "name", "rate", "remaining_s", "since_s",
+                 "start_s", "work_s")
 
-    def __post_init__(self) -> None:
-        self.remaining_s = self.work_s
-        self.since_s = self.start_s
+    def __init__(self, name: str, links: tuple[str, ...], work_s: float, start_s: float,
+                 done: simpy.Event) -> None:
+        self.name = name
+        self.links = links
+        self.work_s = work_s
+        self.start_s = start_s
+        self.done = done
+        self.remaining_s = work_s
+        self.rate = 0.0
+        self.since_s = start_s
+        self.generation = 0
 
 
 def max_min_shares(paths: Sequence[Sequence[str]],
@@ -81,11 +80,6 @@ def max_min_shares(paths: Sequence[Sequence[str]],
     return rates
 
 
-def _payload(event: simpy.Event) -> tuple[Transfer, int]:
-    """The (transfer, generation) a completion timer carries."""
-    return cast(tuple[Transfer, int], event.value)
-
-
 class Network:
     """Shared links of one simulation; ``capacity`` maps a link to its speed (1.0 = nominal)."""
 
@@ -93,6 +87,7 @@ class Network:
         self.env = env
         self.capacity = capacity or {}
         self.on_link: dict[str, list[Transfer]] = {}
+        self._solo: dict[tuple[str, ...], float] = {}  # links -> rate of a transfer alone
 
     def transfer(self, name: str, links: Sequence[str], work_s: float) -> simpy.Event:
         """Start a transfer now; the returned event succeeds with the :class:`Transfer` at the end."""
@@ -108,7 +103,28 @@ class Network:
         return flow.done
 
     def _connected(self, links: Sequence[str]) -> list[Transfer]:
-        """Active transfers reachable from ``links`` through shared links (discovery order)."""
+        """Active transfers reachable from ``links`` through shared links (discovery order).
+
+        Fast path for the common case (no transfer, or one transfer alone on all of its links):
+        the same answer as the search, without it.
+        """
+        on_link = self.on_link
+        only: Transfer | None = None
+        for link in links:
+            users = on_link.get(link)
+            if not users:
+                continue
+            if len(users) > 1 or (only is not None and users[0] is not only):
+                return self._search(links)
+            only = users[0]
+        if only is None:
+            return []
+        if all(len(on_link[link]) == 1 for link in only.links):
+            return [only]
+        return self._search(links)
+
+    def _search(self, links: Sequence[str]) -> list[Transfer]:
+        """Breadth of :meth:`_connected`: every transfer sharing a link, transitively."""
         seen: dict[int, Transfer] = {}
         todo, visited = list(links), set(links)
         while todo:
@@ -122,23 +138,36 @@ class Network:
     def _replan(self, flows: list[Transfer]) -> None:
         if not flows:
             return
-        now = self.env.now
+        if len(flows) == 1:  # alone: the slowest of its links (max_min_shares' own answer)
+            flow = flows[0]
+            rate = self._solo.get(flow.links)
+            if rate is None:
+                rate = self._solo[flow.links] = max_min_shares([flow.links], self.capacity)[0]
+            if rate != flow.rate:
+                self._rerate(flow, rate)
+            return
         rates = max_min_shares([flow.links for flow in flows], self.capacity)
         for flow, rate in zip(flows, rates, strict=True):
-            if rate == flow.rate:
-                continue  # its timer still fires at the right time
-            flow.remaining_s -= flow.rate * (now - flow.since_s)
-            flow.since_s, flow.rate = now, rate
-            flow.generation += 1
-            timer = self.env.timeout(max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
-            timer.callbacks.append(self._on_timer)
+            if rate != flow.rate:  # otherwise its timer still fires at the right time
+                self._rerate(flow, rate)
+
+    def _rerate(self, flow: Transfer, rate: float) -> None:
+        """Advance ``flow`` to now at its old rate and re-plan its completion at ``rate``."""
+        now = self.env.now
+        flow.remaining_s -= flow.rate * (now - flow.since_s)
+        flow.since_s, flow.rate = now, rate
+        flow.generation += 1
+        timer = self.env.timeout(max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
+        timer.callbacks.append(self._on_timer)
 
     def _on_timer(self, event: simpy.Event) -> None:
-        flow, generation = _payload(event)
+        payload = cast("tuple[Transfer, int]", event.value)
+        flow, generation = payload
         if generation != flow.generation:
             return  # superseded: the transfer was re-rated since
+        on_link = self.on_link
         for link in flow.links:
-            self.on_link[link].remove(flow)
+            on_link[link].remove(flow)
         flow.remaining_s = 0.0
         self._replan(self._connected(flow.links))
         flow.done.succeed(flow)

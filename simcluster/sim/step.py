@@ -8,81 +8,53 @@ build (plan from ``perf/`` durations, schedules and replica classes) -> wire and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+from simcluster.errors import SpecError
 from simcluster.observe.ledger import CATEGORIES
-from simcluster.observe.records import OpRecord
 from simcluster.observe.tracer import ChromeTracer, Tracer
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
 from simcluster.perf.step import TimeBreakdown
 from simcluster.sim.build import build_plan
 from simcluster.sim.cluster import run_plan
 from simcluster.sim.collect import collect
+from simcluster.sim.periodic import (
+    EXTRAPOLATE_ABOVE_OPS,
+    FULL_LIMIT_OPS,
+    extrapolate,
+    op_count,
+    refuse,
+)
 from simcluster.sim.perturb import Perturbations, perturbations_of
 from simcluster.sim.plan import StepPlan
+from simcluster.sim.result import DesResult
 from simcluster.sim.trace import chrome_trace, emit, write_trace_file
 from simcluster.spec.scenario import Scenario
 
 
-@dataclass(frozen=True, slots=True)
-class DesResult:
-    """One simulated step, shaped like :class:`simcluster.perf.step.StepEstimate`.
-
-    Attributes
-    ----------
-    iteration_time_s : float
-        Step time, seconds (equals ``breakdown.total_s``).
-    breakdown : TimeBreakdown
-        Exposed seconds per category on the critical stage.
-    model_flops, hardware_flops : float
-        Per step, whole job (as the analytical estimate).
-    dp_total_s, dp_hidden_s : float
-        DP bucket reduction on the critical stage: wall time on the DP stream, and the part
-        hidden under compute.
-    critical_group, critical_stage : str, int
-        The replica class and stage that held the step up.
-    critical_path : tuple[OpRecord, ...]
-        The chain of ops, waits and transfers that released one another, start to end.
-    records : tuple[OpRecord, ...]
-        The event log.
-    plan : StepPlan
-        What was simulated (replica classes and multiplicities included).
-    """
-
-    iteration_time_s: float
-    breakdown: TimeBreakdown
-    model_flops: float
-    hardware_flops: float
-    dp_total_s: float
-    dp_hidden_s: float
-    critical_group: str
-    critical_stage: int
-    critical_path: tuple[OpRecord, ...]
-    records: tuple[OpRecord, ...]
-    plan: StepPlan
-
-    @property
-    def bubble_fraction(self) -> float:
-        """Pipeline idle share of the step (bubble / step time)."""
-        return self.breakdown.bubble / self.iteration_time_s if self.iteration_time_s else 0.0
-
-    @property
-    def simulated_gpus(self) -> int:
-        """Stage GPUs actually simulated (replica classes x stages)."""
-        return len(self.plan.stages)
-
-    def event_log(self) -> list[str]:
-        """One line per record, times in ns: the golden-test form of the step."""
-        return [f"{r.eid} {r.group} s{r.stage} {r.stream} {r.name} {r.category} "
-                f"{r.start_s * 1e9:.3f} {r.end_s * 1e9:.3f} gate={r.gate}" for r in self.records]
+@contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector (a simulation makes no garbage cycles worth finding,
+    and the collector's passes grow with the live records); restore the caller's state."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def run(plan: StepPlan, model_flops: float = 0.0, hardware_flops: float = 0.0,
         tracer: Tracer | None = None) -> DesResult:
     """Simulate a ready-made plan (tests build plans by hand)."""
-    out = run_plan(plan)
-    got = collect(out, plan)
+    with no_cyclic_gc():
+        out = run_plan(plan)
+        got = collect(out, plan)
     seconds = got.ledger.as_dict()
     breakdown = TimeBreakdown(**{c: seconds[c] for c in CATEGORIES})
     if tracer is not None:
@@ -95,7 +67,8 @@ def run(plan: StepPlan, model_flops: float = 0.0, hardware_flops: float = 0.0,
 
 
 def simulate_step(scenario: Scenario, tracer: Tracer | None = None,
-                  perturbations: Perturbations | None = None) -> DesResult:
+                  perturbations: Perturbations | None = None,
+                  extrapolate_above: int | None = EXTRAPOLATE_ABOVE_OPS) -> DesResult:
     """Simulate one training step of ``scenario`` as discrete events.
 
     Parameters
@@ -103,25 +76,54 @@ def simulate_step(scenario: Scenario, tracer: Tracer | None = None,
     scenario : Scenario
         A resolved scenario.
     tracer : Tracer, optional
-        Receives the step's spans (e.g. :class:`~simcluster.observe.tracer.ChromeTracer`).
+        Receives the step's spans (e.g. :class:`~simcluster.observe.tracer.ChromeTracer`); a
+        step extrapolated from its steady state has no full event log and refuses one.
     perturbations : Perturbations, optional
         Slow GPUs and degraded links; default: the scenario's ``perturbations`` section, if any.
+    extrapolate_above : int, optional
+        Plans of more ops than this are extrapolated from a periodic steady state
+        (:mod:`.periodic`); None simulates every op (unbounded: benchmarks and tests).
 
     Returns
     -------
     DesResult
         Step time, breakdown, critical path, DP overlap, FLOPs and the event log.
+
+    Raises
+    ------
+    SpecError
+        A step of more than :data:`~.periodic.FULL_LIMIT_OPS` ops that reaches no steady state.
     """
     pert = perturbations if perturbations is not None else perturbations_of(scenario)
-    plan = build_plan(scenario, pert)
     par = scenario.parallelism
-    return run(plan, model_flops_per_iteration(scenario.model, par.global_batch),
-               hardware_flops_per_iteration(scenario.model, par.global_batch, par.recompute),
-               tracer)
+    flops = (model_flops_per_iteration(scenario.model, par.global_batch),
+             hardware_flops_per_iteration(scenario.model, par.global_batch, par.recompute))
+    ops = op_count(scenario, pert)
+    if extrapolate_above is not None and ops > extrapolate_above:
+        if tracer is not None:
+            raise SpecError("--trace", f"a trace needs the full event log, kept up to "
+                            f"{extrapolate_above} simulated ops; this step has {ops} "
+                            "(parallelism.global_batch / micro_batch): lower the global batch")
+
+        def full(s: Scenario) -> DesResult:
+            return run(build_plan(s, pert))
+
+        found = extrapolate(scenario, pert, full)
+        if found is not None:
+            return dataclasses.replace(found, model_flops=flops[0], hardware_flops=flops[1])
+        if ops > FULL_LIMIT_OPS:
+            raise refuse(scenario, ops)
+    return run(build_plan(scenario, pert), *flops, tracer)
 
 
 def write_trace(source: DesResult | ChromeTracer, path: str | Path) -> Path:
     """Write a Chrome/Perfetto JSON trace of a result (or of a filled tracer), atomically."""
+    if isinstance(source, DesResult) and source.extrapolation is not None:
+        x = source.extrapolation
+        raise SpecError("--trace", f"the step of {x.micro_batches} micro-batches was extrapolated "
+                        f"from {x.simulated_micro_batches} simulated ones, above the "
+                        f"{EXTRAPOLATE_ABOVE_OPS} simulated ops a trace can hold: lower "
+                        "parallelism.global_batch")
     tracer = source if isinstance(source, ChromeTracer) else chrome_trace(source.records,
                                                                            source.plan)
     return write_trace_file(tracer, path)

@@ -5,12 +5,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-from hypothesis import example, given
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.sim import GpuSlowdown, Perturbations, run, simulate_step
 from simcluster.sim.build import uniform_plan
+from simcluster.sim.periodic import with_micro_batches
 from tests.golden.sim_cases import tiny
 
 SCHEDULES = st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1"])
@@ -80,3 +82,31 @@ def test_unfused_grad_accumulation_never_speeds_a_step(schedule: str, pp: int, o
     unfused = tiny(pp=pp, schedule=schedule, batch=batch, virtual_stages=v,
                    execution={"overlap_grad_reduce": overlap, "grad_accumulation_fusion": False})
     assert simulate_step(unfused).iteration_time_s >= simulate_step(fused).iteration_time_s
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.sampled_from(["gpipe", "1f1b", "interleaved", "zb-h1"]), st.sampled_from([1, 2, 4]),
+       st.integers(30, 80), st.booleans(), st.sampled_from([0, 1, 2, 3]), st.sampled_from([1, 2]))
+def test_an_extrapolated_step_equals_the_full_simulation(schedule: str, pp: int, m: int,
+                                                         overlap: bool, zero: int,
+                                                         tp: int) -> None:
+    """Wherever a steady state is detected, extrapolation reproduces the full simulation."""
+    if schedule == "interleaved":
+        pp = 2  # two chunks per stage of the four layers
+    if pp > 1:
+        zero = min(zero, 1)  # ZeRO-2/3 need pp = 1
+    extra = {"virtual_stages": 2} if schedule == "interleaved" else {}
+    s = with_micro_batches(tiny(nodes=2, tp=tp, pp=pp, schedule=schedule, zero_stage=zero,
+                                execution={"overlap_grad_reduce": overlap}, **extra), m)
+    got = simulate_step(s, extrapolate_above=0)
+    full = simulate_step(s, extrapolate_above=None)
+    if got.extrapolation is None:  # no steady state found: the full simulation itself
+        assert got.event_log() == full.event_log()
+        return
+    assert got.iteration_time_s == pytest.approx(full.iteration_time_s, rel=1e-9)
+    for key, value in full.breakdown.as_dict().items():
+        assert got.breakdown.as_dict()[key] == pytest.approx(value, rel=1e-9, abs=1e-15)
+    assert got.dp_total_s == pytest.approx(full.dp_total_s, rel=1e-9, abs=1e-15)
+    assert got.dp_hidden_s == pytest.approx(full.dp_hidden_s, rel=1e-9, abs=1e-15)
+    if got.extrapolation.counts_exact:
+        assert got.record_count == full.record_count
