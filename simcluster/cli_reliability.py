@@ -10,9 +10,6 @@ import json
 
 from simcluster.cli_args import non_negative_int, positive_int
 from simcluster.errors import SpecError
-from simcluster.horizon import interval_sweep, simulate_reliability
-from simcluster.report.reliability import summary_text, sweep_text
-from simcluster.spec.loader import load_scenario
 
 
 def parse_sweep(text: str) -> list[float]:
@@ -31,6 +28,10 @@ def parse_sweep(text: str) -> list[float]:
 
 def handle(args: argparse.Namespace) -> int:
     """Run the Monte Carlo (and the sweep) and print text or one JSON object."""
+    from simcluster.horizon import interval_sweep, simulate_reliability  # numpy: on use only
+    from simcluster.report.reliability import summary_text, sweep_text
+    from simcluster.spec.loader import load_scenario
+
     scenario = load_scenario(args.scenario, args.set)
     if scenario.reliability is None:
         raise SpecError("reliability", "missing: the reliability command needs a reliability: "
