@@ -45,7 +45,8 @@ class _VersionAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        parser.exit(message=f"simcluster {version()}\n")
+        print(f"simcluster {version()}")
+        parser.exit()
 
 
 def _validate(args: argparse.Namespace) -> int:
