@@ -28,18 +28,22 @@ plateau or NCCL constant and the 8xA100 curve shape (same alpha and ramp, effici
 
 Usage (from the repository root):
     python3 analysis/fit_collectives.py [path/to/published.yaml]
-Default path: ../shared/calibration/published.yaml relative to the repository root.
-Standalone: numpy and pyyaml only; never imported by the simcluster package.
+The file is the project's transcription of published measurements and is not shipped with the
+repository (the sweep's values are copied, with their source, into
+``tests/validation/test_collectives_published.py``); without it the script says so and exits 2.
+Default path: ``shared/calibration/published.yaml`` beside the repository root.
+numpy and pyyaml only; never imported by the simcluster package.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 import yaml
+from _guard import guarded
 
 SWEEP_ID = "allreduce_8xA100_nvlink3_nccltests_sweep"
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -171,12 +175,20 @@ def print_lines(name: str, lines: dict[str, Line], line_Bps: float) -> None:
         print(f"| {name} | {p} | {a * 1e6:.1f} | {e:.4f} | {e * line_Bps / 1e9:.1f} | {r:.0f} |")
 
 
-def main(argv: list[str]) -> None:
+def main(argv: Sequence[str]) -> int:
     """Run the fits and print the tables that collectives.yaml and docs/collectives.md copy."""
     root = Path(__file__).resolve().parents[1]
     path = Path(argv[1]) if len(argv) > 1 else root.parent / "shared/calibration/published.yaml"
-    entries = yaml.safe_load(path.read_text("utf-8"))["collective_communication"]
-    sweep = next(e for e in entries if e["id"] == SWEEP_ID)["measured"]["points"]
+    if not path.is_file():
+        print(f"fit_collectives.py: {path}: not found (pass the path to published.yaml)",
+              file=sys.stderr)
+        return 2
+    entries = yaml.safe_load(path.read_text("utf-8")).get("collective_communication", [])
+    found = [e for e in entries if e.get("id") == SWEEP_ID]
+    if not found:
+        print(f"fit_collectives.py: {path}: no entry {SWEEP_ID}", file=sys.stderr)
+        return 2
+    sweep = found[0]["measured"]["points"]
     size = np.array([p["size_B"] for p in sweep], float)
     time_s = np.array([p["time_us"] for p in sweep], float) * 1e-6
     busbw = np.array([p["busbw_GBps"] for p in sweep], float)
@@ -202,6 +214,7 @@ def main(argv: list[str]) -> None:
     print("\n## Cross-check: 8xA100 Azure ND A100 v4 curve (network.md 3.2) with the fit above\n")
     az = np.array(sorted(AZURE_A100), float)
     side_by_side(az, np.array([AZURE_A100[int(s)] for s in az]), a100_model(az, a100))
+    return 0
 
 
 def derived(a: dict[str, Line], h100: list[Line]) -> None:
@@ -229,4 +242,4 @@ def derived(a: dict[str, Line], h100: list[Line]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv)
+    sys.exit(guarded("fit_collectives.py", main, sys.argv))

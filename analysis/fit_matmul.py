@@ -21,7 +21,8 @@ fp32 (CUDA-core, non-tensor) is fitted and printed as a diagnostic only.
 
 Usage (from the repository root):
     python3 analysis/fit_matmul.py [path/to/published.yaml]
-Default path: ../shared/calibration/published.yaml relative to the repository root.
+Default path: ``shared/calibration/published.yaml`` beside the repository root (not shipped with
+the repository; without it the script says so and exits 2).
 Standalone: uses only numpy and pyyaml; never imported by the simcluster package.
 """
 
@@ -30,10 +31,12 @@ from __future__ import annotations
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import yaml
+from _guard import guarded
 
 D_REF = 8192
 N_MIN_FIT = 512
@@ -81,7 +84,7 @@ def fit(points: dict[int, float], n_min: int) -> tuple[int, float]:
     return best, float(np.sqrt(sse.min() / len(ns)))
 
 
-def main(argv: list[str]) -> int:
+def main(argv: Sequence[str]) -> int:
     path = Path(argv[1]) if len(argv) > 1 else default_path()
     if not path.exists():
         print(f"fit_matmul.py: {path}: not found (pass the path to published.yaml)", file=sys.stderr)
@@ -123,4 +126,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    sys.exit(guarded("fit_matmul.py", main, sys.argv))

@@ -9,7 +9,12 @@ Usage: ``python analysis/plot_goodput_interval.py [--replicas N] [--out FILE]``.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import sys
+from collections.abc import Sequence
 from pathlib import Path
+
+from _guard import guarded
 
 from simcluster.horizon import interval_sweep
 from simcluster.report.reliability import plot_goodput_interval, sweep_text
@@ -18,12 +23,14 @@ from simcluster.spec import load_scenario
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
+def main(argv: Sequence[str]) -> int:
     """Run the sweep, print it, draw the figure."""
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--replicas", type=int, default=400)
     parser.add_argument("--out", default=str(ROOT / "docs" / "img" / "goodput_vs_interval.png"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv[1:])
+    if importlib.util.find_spec("matplotlib") is None:  # say so before a minutes-long sweep
+        raise ModuleNotFoundError("no matplotlib", name="matplotlib")
     scenario = load_scenario(ROOT / "scenarios" / "1k-h100-reliability.yaml")
     intervals = [m * 60.0 for m in range(5, 95, 5)]
     sweep = interval_sweep(scenario, intervals, replicas=args.replicas, jobs=2).to_dict()
@@ -33,7 +40,8 @@ def main() -> None:
                           title=f"{scenario.name}: goodput vs checkpoint interval "
                                 f"({args.replicas} replicas per point)")
     print(f"wrote {args.out}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(guarded("plot_goodput_interval.py", main, sys.argv))

@@ -4,7 +4,18 @@ Run from the repository root: ``python analysis/validate_megatron_v1.py``. The c
 choices live in ``tests/validation/megatron_v1.py`` (the same code the validation tests run).
 """
 
+import sys
+from collections.abc import Sequence
+
+from _guard import guarded
 from validate_sc21 import print_source
 
-if __name__ == "__main__":
+
+def main(argv: Sequence[str]) -> int:
+    """Print the table (``argv`` unused)."""
     print_source("megatron_v1", digits=0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(guarded("validate_megatron_v1.py", main, sys.argv))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "validation"))
@@ -35,9 +36,13 @@ def print_source(module: str, digits: int = 1) -> None:
     print_table(importlib.import_module(module).table(), digits)
 
 
-def main() -> None:
+def main(argv: Sequence[str]) -> int:
+    """Print the SC'21 table (``argv`` unused)."""
     print_source("sc21")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    from _guard import guarded
+
+    sys.exit(guarded("validate_sc21.py", main, sys.argv))

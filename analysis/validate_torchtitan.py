@@ -4,7 +4,18 @@ Run from the repository root: ``python analysis/validate_torchtitan.py``. The ca
 choices live in ``tests/validation/torchtitan.py`` (the same code the validation tests run).
 """
 
+import sys
+from collections.abc import Sequence
+
+from _guard import guarded
 from validate_sc21 import print_source
 
-if __name__ == "__main__":
+
+def main(argv: Sequence[str]) -> int:
+    """Print the table (``argv`` unused)."""
     print_source("torchtitan", digits=0)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(guarded("validate_torchtitan.py", main, sys.argv))

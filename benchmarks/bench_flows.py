@@ -54,10 +54,34 @@ def _tier_b(topo: TopologySpec, spray: bool, algo: str, protocol: str) -> Callab
     return run
 
 
+def tier_b_sweep_s(nodes: int = 128, repeats: int = REPEATS) -> float:
+    """Best seconds of ``collective --topology dgx-h100 --nodes 128 --bytes 1K:8G --tier B``'s work.
+
+    The command's Tier B part, in process: a fresh :class:`FlowModel` (graph and routes) and the
+    24 sizes of the 1K:8G all-reduce sweep over all GPUs (issue 11 target: <= 0.5 s).
+    """
+    topo = load_topology("dgx-h100")
+    sizes = [1024.0 * 2**k for k in range(24)]
+
+    def sweep() -> None:
+        model = FlowModel(topo, nodes)
+        for size in sizes:
+            model.collective_time("all_reduce", size, nodes * topo.gpus_per_node)
+
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        sweep()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
 def main() -> None:
     """Run every case and print the results table."""
     topo = _fat_tree_h100()
     rows: list[list[object]] = []
+    rows.append(["Tier B all-reduce sweep 1K:8G (24 sizes), 128 x dgx-h100, graph included",
+                 f"{tier_b_sweep_s():.3f}", "0.5", "-"])
     seconds, _ = _best(lambda: build_graph(topo, NODES))
     rows.append(["link graph, 2048 x dgx-h100 fat tree (topology.build_graph)", f"{seconds:.3f}", "-", "-"])
     for spray, algo, protocol in [(True, "ring", "Simple"), (False, "ring", "Simple"),

@@ -2,10 +2,41 @@
 
 The public API: :func:`load_scenario` reads a scenario file into a frozen, checked
 :class:`~simcluster.spec.Scenario`; the rest of the package builds on it.
+
+The names are exported lazily (PEP 562 module ``__getattr__``): ``import simcluster`` and the
+command line's ``--help`` and ``--version`` import neither the spec loader nor numpy or networkx.
 """
 
-from simcluster.errors import SimclusterError, SpecError
-from simcluster.spec import Scenario, load_scenario, load_topology
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simcluster.errors import SimclusterError, SpecError
+    from simcluster.spec import Scenario, load_scenario, load_topology
 
 __all__ = ["Scenario", "SimclusterError", "SpecError", "load_scenario", "load_topology"]
 __version__ = "0.1.0"
+
+#: Exported name -> the module that defines it (imported on first access).
+_EXPORTS = {
+    "Scenario": "simcluster.spec",
+    "SimclusterError": "simcluster.errors",
+    "SpecError": "simcluster.errors",
+    "load_scenario": "simcluster.spec",
+    "load_topology": "simcluster.spec",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import an exported name on first use (PEP 562)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'simcluster' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

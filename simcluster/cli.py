@@ -2,6 +2,10 @@
 
 Bad input exits with status 2 and one line naming the file, the key path and what was expected;
 internal errors exit with status 1.
+
+Start-up cost: building the parser imports only argparse and constants; each handler imports the
+modules it needs (numpy, networkx, SimPy and the spec loader load on demand), so ``--help`` and
+``--version`` stay cheap and ``run --fast`` imports no flow or DES engine.
 """
 
 from __future__ import annotations
@@ -12,59 +16,76 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from simcluster import catalog, cli_collective, cli_reliability
-from simcluster.cli_args import positive_int
+from simcluster import cli_collective, cli_reliability, cli_topology
 from simcluster.errors import SpecError
-from simcluster.report.catalog import TABLES
-from simcluster.report.run import run_text
-from simcluster.report.topology import summary_dict, summary_text
-from simcluster.run.files import write_atomic
-from simcluster.run.single import simulate
-from simcluster.sim import DesResult, write_trace
-from simcluster.spec.loader import dump_scenario, load_scenario, load_topology, to_yaml
-from simcluster.topology import build_graph, summarize, to_dot
 
 Handler = Callable[[argparse.Namespace], int]
 
+#: The ``catalog`` subcommand's kinds (:data:`simcluster.catalog.KINDS`; pinned by a test so the
+#: parser need not import the catalog and its YAML loader).
+CATALOG_KINDS = ("accelerators", "models", "topologies")
+
+
+def version() -> str:
+    """The installed distribution's version (``importlib.metadata``), else the package's."""
+    from importlib import metadata  # about 10 ms of imports: only when asked
+
+    try:
+        return metadata.version("simcluster")
+    except metadata.PackageNotFoundError:  # run from a source tree that is not installed
+        from simcluster import __version__
+        return __version__
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: like argparse's, but reads the installed version only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        print(f"simcluster {version()}")
+        parser.exit()
+
 
 def _validate(args: argparse.Namespace) -> int:
+    from simcluster.spec.loader import dump_scenario, load_scenario, to_yaml
+
     scenario = load_scenario(args.scenario, args.set)
     print(to_yaml(dump_scenario(scenario)), end="")
     return 0
 
 
 def _run(args: argparse.Namespace) -> int:
+    from simcluster.report.run import run_text
+    from simcluster.run.single import simulate
+    from simcluster.spec.loader import load_scenario
+
     engine = "analytical" if args.fast else "des"
     run = simulate(load_scenario(args.scenario, args.set), contention=args.contention, engine=engine)
     if args.trace is not None:
-        if not isinstance(run.step, DesResult):
-            raise SpecError("--trace", "needs the discrete-event engine (drop --fast)")
-        try:
-            write_trace(run.step, args.trace)
-        except OSError as err:
-            raise SpecError("--trace", f"cannot write {args.trace}: {err.strerror}") from None
+        _write_trace(run.step, args.trace)
     result = run.to_dict()
     print(json.dumps(result, indent=2) if args.json else run_text(result))
     return 0
 
 
-def _topology_show(args: argparse.Namespace) -> int:
-    topo = load_topology(args.topology)
-    if args.dot is not None:
-        dot = to_dot(build_graph(topo, args.nodes))
-        if args.dot == "-":
-            print(dot, end="")
-        else:
-            write_atomic(args.dot, dot, "--dot")
-        return 0
-    summary = summarize(topo, args.nodes)
-    print(json.dumps(summary_dict(topo, summary), indent=2) if args.json
-          else summary_text(topo, summary))
-    return 0
+def _write_trace(step: object, path: str) -> None:
+    from simcluster.sim import DesResult, write_trace
+
+    if not isinstance(step, DesResult):
+        raise SpecError("--trace", "needs the discrete-event engine (drop --fast)")
+    try:
+        write_trace(step, path)
+    except OSError as err:
+        raise SpecError("--trace", f"cannot write {path}: {err.strerror}") from None
 
 
 def _catalog(args: argparse.Namespace) -> int:
-    kinds = [args.kind] if args.kind else list(catalog.KINDS)
+    from simcluster.report.catalog import TABLES
+
+    kinds = [args.kind] if args.kind else list(CATALOG_KINDS)
     print("\n\n".join(f"{kind}\n{TABLES[kind]()}" for kind in kinds))
     return 0
 
@@ -80,7 +101,23 @@ def build_parser() -> argparse.ArgumentParser:
         prog="simcluster",
         description="Simulate large-model training clusters: step time, memory, communication, "
                     "failures and checkpoints.")
+    parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _add_run(sub)
+    p = sub.add_parser("validate", help="check a scenario and print it fully resolved as YAML")
+    p.add_argument("scenario", help="scenario YAML file")
+    _add_set(p)
+    p.set_defaults(handler=_validate)
+    cli_topology.add_parser(sub)
+    cli_collective.add_parser(sub)
+    cli_reliability.add_parser(sub)
+    p = sub.add_parser("catalog", help="list the presets (accelerators, models, topologies)")
+    p.add_argument("kind", nargs="?", choices=CATALOG_KINDS)
+    p.set_defaults(handler=_catalog)
+    return parser
+
+
+def _add_run(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("run", help="estimate one training step: time, breakdown, MFU, memory, cost")
     p.add_argument("scenario", help="scenario YAML file")
     _add_set(p)
@@ -93,29 +130,6 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Tier B flow-level contention of DP and PP traffic: auto (default) runs it "
                         "only on oversubscribed fabrics or degraded nodes")
     p.set_defaults(handler=_run)
-    p = sub.add_parser("validate", help="check a scenario and print it fully resolved as YAML")
-    p.add_argument("scenario", help="scenario YAML file")
-    _add_set(p)
-    p.set_defaults(handler=_validate)
-    _add_topology(sub)
-    cli_collective.add_parser(sub)
-    cli_reliability.add_parser(sub)
-    p = sub.add_parser("catalog", help="list the presets (accelerators, models, topologies)")
-    p.add_argument("kind", nargs="?", choices=catalog.KINDS)
-    p.set_defaults(handler=_catalog)
-    return parser
-
-
-def _add_topology(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    topo = sub.add_parser("topology", help="inspect a topology")
-    tsub = topo.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = tsub.add_parser("show", help="GPUs, per-GPU bandwidths, bisection bandwidth, Graphviz")
-    p.add_argument("topology", help="preset name (see 'simcluster catalog topologies') or file")
-    p.add_argument("--nodes", type=positive_int, default=1, help="number of nodes (default 1)")
-    p.add_argument("--dot", nargs="?", const="-", metavar="FILE",
-                   help="write the graph as Graphviz DOT to FILE (stdout if no FILE)")
-    p.add_argument("--json", action="store_true", help="print the summary as one JSON object")
-    p.set_defaults(handler=_topology_show)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

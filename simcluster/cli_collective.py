@@ -11,21 +11,23 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from simcluster import units
 from simcluster.cli_args import positive_int
 from simcluster.errors import SpecError
-from simcluster.flows.decompose import FLOW_ALGOS
-from simcluster.flows.tier_b import FlowModel
-from simcluster.perf.collectives import ALGOS, OPS, CollectiveTime, collective_time, comm_group
-from simcluster.report.collective import CollectiveRow, as_json, plot_busbw, row, single_text, sweep_table
-from simcluster.spec.hardware import TopologySpec
-from simcluster.spec.loader import load_topology
-from simcluster.topology import check_nodes
+from simcluster.perf.collectives_formulas import OPS
+
+if TYPE_CHECKING:  # the handler imports these (numpy, networkx) only when it runs
+    from simcluster.perf.collectives import CollectiveTime
+    from simcluster.report.collective import CollectiveRow
+    from simcluster.spec.hardware import TopologySpec
 
 #: A sweep doubles the size at most this many times (1 B to 2**40 B).
 MAX_SIZES = 41
+#: Most GPUs of a Tier B cluster: the link graph, routes and flow incidence grow with the GPUs
+#: (measured on 2 cores: a 1K:8G all_reduce sweep takes about 5 s at the limit, 10 s at twice it).
+MAX_TIER_B_GPUS = 8192
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -79,6 +81,10 @@ def _doubling(low: float, high: float, text: str) -> list[float]:
 
 def _check(args: argparse.Namespace, topo: TopologySpec) -> int:
     """Validate op, algorithm and group size; return the group size."""
+    from simcluster.flows.decompose import FLOW_ALGOS
+    from simcluster.perf.collectives import ALGOS
+    from simcluster.topology import check_nodes
+
     if args.op not in OPS:
         raise SpecError("--op", f"unknown {args.op!r}; expected one of {', '.join(OPS)}")
     algos = ALGOS if args.tier == "A" else ("auto", *FLOW_ALGOS[args.op])
@@ -90,11 +96,34 @@ def _check(args: argparse.Namespace, topo: TopologySpec) -> int:
     gpus = available if args.gpus is None else int(args.gpus)
     if gpus > available:
         raise SpecError("--gpus", f"{gpus} exceeds the {available} GPUs of {args.nodes} node(s)")
+    if args.tier == "B":
+        check_tier_b(args.nodes, topo.gpus_per_node)
     return gpus
 
 
+def check_tier_b(nodes: int, gpus_per_node: int) -> None:
+    """Refuse a Tier B cluster beyond :data:`MAX_TIER_B_GPUS` GPUs, before any work.
+
+    Tier B builds the graph of every node given (not only the group's), so the limit is on
+    ``--nodes``.
+
+    Raises
+    ------
+    SpecError
+        ``--nodes``, naming the GPU count and the limit, and pointing to Tier A.
+    """
+    gpus = nodes * gpus_per_node
+    if gpus > MAX_TIER_B_GPUS:
+        raise SpecError("--nodes", f"{nodes} nodes are {gpus} GPUs; Tier B handles at most "
+                                   f"{MAX_TIER_B_GPUS} GPUs ({MAX_TIER_B_GPUS // gpus_per_node} "
+                                   f"nodes of this topology); use --tier A")
+
+
 def _timer(args: argparse.Namespace, topo: TopologySpec, gpus: int) -> Callable[[float], CollectiveTime]:
-    """size -> result for the chosen tier (Tier B's graph and routes are built once)."""
+    """size -> result for the chosen tier (Tier B's graph, routes and incidence are built once)."""
+    from simcluster.flows.tier_b import FlowModel
+    from simcluster.perf.collectives import collective_time, comm_group
+
     if args.tier == "B":
         model = FlowModel(topo, args.nodes)
         return lambda size: model.collective_time(args.op, size, gpus, 1, args.algo)
@@ -109,6 +138,9 @@ def _rekeyed(err: SpecError) -> SpecError:
 
 def run_collective(args: argparse.Namespace) -> int:
     """Handler of ``simcluster collective``; returns the exit status."""
+    from simcluster.report.collective import plot_busbw, row
+    from simcluster.spec.loader import load_topology
+
     topo = load_topology(args.topology)
     sizes = parse_sizes(args.bytes)
     gpus = _check(args, topo)
@@ -133,6 +165,8 @@ def _header(args: argparse.Namespace, topo: TopologySpec, gpus: int) -> dict[str
 
 def _render(args: argparse.Namespace, header: dict[str, Any], title: str,
             rows: list[CollectiveRow]) -> str:
+    from simcluster.report.collective import as_json, single_text, sweep_table
+
     if args.json:
         return json.dumps(as_json(header, rows), indent=2)
     if ":" not in args.bytes:

@@ -14,9 +14,6 @@ from typing import Any
 
 from simcluster.cli_args import non_negative_int, positive_int
 from simcluster.errors import SpecError
-from simcluster.horizon import interval_sweep, simulate_reliability
-from simcluster.horizon.bounds import check_replicas
-from simcluster.horizon.optimize import optimize_interval
 from simcluster.report.reliability import optimum_text, summary_text, sweep_text
 from simcluster.run.single import CONTENTION_MODES, engine_step
 from simcluster.spec.loader import load_scenario
@@ -103,6 +100,10 @@ def handle(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace, scenario: Scenario, step_engine: str, loop: str
               ) -> dict[str, Any]:
     """The result dict (with the sweep's or the search's fields and ``warnings`` merged)."""
+    from simcluster.horizon import interval_sweep, simulate_reliability  # numpy: load on use
+    from simcluster.horizon.bounds import check_replicas
+    from simcluster.horizon.optimize import optimize_interval
+
     check_replicas(args.replicas)
     step_s = engine_step(scenario, args.contention, step_engine)[0].iteration_time_s
     common: dict[str, Any] = {"replicas": args.replicas, "seed": args.seed,

@@ -6,6 +6,11 @@ all classes advance to it in one step. The rates are re-solved only when the set
 changes (SimGrid's LMM, network.md section 7.1 Tier B). A phase's latency is paid before its flows
 start, without contention (SimGrid LV08). The loop is plain Python over numpy arrays, not SimPy:
 the events are few (one per phase start and completion), and it stays a pure function.
+
+The link x class incidence does not depend on the bytes moved, so :func:`incidence` builds it once
+and :func:`run` replays it for any size (Tier B sweeps many sizes of one collective); a ``memo``
+of max-min rates by active set, shared across those runs, skips re-solving a set already solved
+(the rates depend on the active set only, so the results are bit-identical).
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -43,8 +48,11 @@ class FlowResult:
 
 
 @dataclass(slots=True)
-class _Index:
-    """The flattened incidence of every class of every phase (built once)."""
+class Incidence:
+    """The flattened incidence of every class of every phase (built once, reused for any size).
+
+    ``size`` holds each class's ``bytes_per_flow``; :func:`run` scales it.
+    """
 
     link_of: IntArray
     class_of: IntArray
@@ -55,9 +63,17 @@ class _Index:
     owner: list[tuple[int, int]]                       # class -> (transfer, phase)
     crossing: np.ndarray                               # class crosses at least one link
     members: dict[tuple[int, int], list[int]] = field(default_factory=dict)
+    phases: tuple[int, ...] = ()                       # phases of each transfer
 
 
-def _index(transfers: Sequence[Transfer], capacity_Bps: Mapping[Edge, float]) -> _Index:
+def incidence(transfers: Sequence[Transfer], capacity_Bps: Mapping[Edge, float]) -> Incidence:
+    """The incidence of ``transfers`` on links of ``capacity_Bps`` (see :func:`simulate`).
+
+    Raises
+    ------
+    SpecError
+        ``flows.capacity`` when an edge the transfers use has no capacity.
+    """
     classes: list[FlowClass] = []
     owner: list[tuple[int, int]] = []
     members: dict[tuple[int, int], list[int]] = {}
@@ -71,12 +87,12 @@ def _index(transfers: Sequence[Transfer], capacity_Bps: Mapping[Edge, float]) ->
     cols = np.repeat(np.arange(len(classes), dtype=np.intp), [len(c.usage) for c in classes])
     crossing = np.zeros(len(classes), dtype=bool)
     crossing[cols] = True
-    return _Index(np.array([links[e] for e in edges], dtype=np.intp), cols,
-                  np.array([w for c in classes for _, w in c.usage], dtype=np.float64),
-                  np.array([_capacity(capacity_Bps, e) for e in links], dtype=np.float64),
-                  np.array([c.multiplicity for c in classes], dtype=np.float64),
-                  np.array([c.bytes_per_flow for c in classes], dtype=np.float64), owner,
-                  crossing, members)
+    return Incidence(np.array([links[e] for e in edges], dtype=np.intp), cols,
+                     np.array([w for c in classes for _, w in c.usage], dtype=np.float64),
+                     np.array([_capacity(capacity_Bps, e) for e in links], dtype=np.float64),
+                     np.array([c.multiplicity for c in classes], dtype=np.float64),
+                     np.array([c.bytes_per_flow for c in classes], dtype=np.float64), owner,
+                     crossing, members, tuple(len(t.phases) for t in transfers))
 
 
 def _capacity(capacity_Bps: Mapping[Edge, float], edge: Edge) -> float:
@@ -94,6 +110,7 @@ class _State:
     left: dict[tuple[int, int], int]
     starts: list[tuple[float, int, int]]
     finish: list[float]
+    latency_s: Sequence[Sequence[float]]              # [transfer][phase]
     now: float = 0.0
     solves: int = 0
 
@@ -113,39 +130,72 @@ def simulate(transfers: Sequence[Transfer], capacity_Bps: Mapping[Edge, float]) 
     FlowResult
         Completion time of each transfer and the number of max-min solves.
     """
-    idx = _index(transfers, capacity_Bps)
-    state = _State(idx.size.copy(), np.zeros(idx.size.size, dtype=bool),
-                   {k: len(v) for k, v in idx.members.items()}, [], [math.nan] * len(transfers))
-    for t, transfer in enumerate(transfers):
-        _schedule(state, transfers, t, 0, transfer.start_s)
+    idx = incidence(transfers, capacity_Bps)
+    return run(idx, idx.size, [[p.latency_s for p in t.phases] for t in transfers],
+               [t.start_s for t in transfers])
+
+
+def run(idx: Incidence, size: FloatArray, latency_s: Sequence[Sequence[float]],
+        start_s: Sequence[float], memo: dict[bytes, FloatArray] | None = None) -> FlowResult:
+    """Simulate the transfers of ``idx`` with class sizes ``size`` (bytes per flow).
+
+    Parameters
+    ----------
+    idx : Incidence
+        From :func:`incidence`.
+    size : ndarray of float
+        Bytes per flow of each class (``idx.size`` times a factor, for a scaled transfer).
+    latency_s : sequence of sequence of float
+        Latency of phase ``p`` of transfer ``t``, seconds.
+    start_s : sequence of float
+        Issue time of each transfer, seconds.
+    memo : dict, optional
+        Max-min rates by active set, filled and reused across runs of the same ``idx``.
+
+    Returns
+    -------
+    FlowResult
+        As :func:`simulate`.
+    """
+    idx = replace(idx, size=size)
+    state = _State(size.copy(), np.zeros(size.size, dtype=bool),
+                   {k: len(v) for k, v in idx.members.items()}, [], [math.nan] * len(start_s),
+                   latency_s)
+    for t, at_s in enumerate(start_s):
+        _schedule(state, idx, t, 0, at_s)
     rate = np.zeros(0)
     dirty = True
     while True:
         if dirty:
-            rate = _solve(idx, state)
+            rate = _solve(idx, state, memo)
         t_next = _next_event(state, rate)
         if math.isinf(t_next):
             break
-        dirty = _advance(idx, state, transfers, rate, t_next)
+        dirty = _advance(idx, state, rate, t_next)
     stuck = [math.inf if math.isnan(f) else f for f in state.finish]
     return FlowResult(tuple(stuck), state.solves)
 
 
-def _schedule(state: _State, transfers: Sequence[Transfer], t: int, p: int, at_s: float) -> None:
+def _schedule(state: _State, idx: Incidence, t: int, p: int, at_s: float) -> None:
     """Queue phase ``p`` of transfer ``t`` (or record its end) after the phase's latency."""
-    phases = transfers[t].phases
-    if p == len(phases):
+    if p == idx.phases[t]:
         state.finish[t] = at_s
         return
-    heapq.heappush(state.starts, (at_s + phases[p].latency_s, t, p))
+    heapq.heappush(state.starts, (at_s + state.latency_s[t][p], t, p))
 
 
-def _solve(idx: _Index, state: _State) -> FloatArray:
+def _solve(idx: Incidence, state: _State, memo: dict[bytes, FloatArray] | None) -> FloatArray:
     if not state.active.any():
         return np.zeros(state.active.size)
     state.solves += 1
-    return max_min_rates(idx.link_of, idx.class_of, idx.weight, idx.capacity, idx.multiplicity,
+    key = state.active.tobytes()
+    if memo is not None and key in memo:
+        return memo[key]
+    rate = max_min_rates(idx.link_of, idx.class_of, idx.weight, idx.capacity, idx.multiplicity,
                          state.active)
+    if memo is not None:
+        memo[key] = rate
+    return rate
 
 
 def _next_event(state: _State, rate: FloatArray) -> float:
@@ -159,8 +209,7 @@ def _next_event(state: _State, rate: FloatArray) -> float:
     return min(t_start, t_done)
 
 
-def _advance(idx: _Index, state: _State, transfers: Sequence[Transfer], rate: FloatArray,
-             t_next: float) -> bool:
+def _advance(idx: Incidence, state: _State, rate: FloatArray, t_next: float) -> bool:
     """Move every active class to ``t_next``; finish and start what is due. True if the set changed."""
     act = state.active
     dt = t_next - state.now
@@ -169,30 +218,30 @@ def _advance(idx: _Index, state: _State, transfers: Sequence[Transfer], rate: Fl
     done = act & (state.remaining <= idx.size * DONE_RTOL)
     changed = bool(done.any())
     for k in np.flatnonzero(done):
-        _finish_class(idx, state, transfers, int(k))
+        _finish_class(idx, state, int(k))
     while state.starts and state.starts[0][0] <= state.now:
         _, t, p = heapq.heappop(state.starts)
-        _start_phase(idx, state, transfers, t, p)
+        _start_phase(idx, state, t, p)
         changed = True
     return changed
 
 
-def _finish_class(idx: _Index, state: _State, transfers: Sequence[Transfer], k: int) -> None:
+def _finish_class(idx: Incidence, state: _State, k: int) -> None:
     state.active[k] = False
     state.remaining[k] = 0.0
     t, p = idx.owner[k]
     state.left[t, p] -= 1
     if state.left[t, p] == 0:
-        _schedule(state, transfers, t, p + 1, state.now)
+        _schedule(state, idx, t, p + 1, state.now)
 
 
-def _start_phase(idx: _Index, state: _State, transfers: Sequence[Transfer], t: int, p: int) -> None:
+def _start_phase(idx: Incidence, state: _State, t: int, p: int) -> None:
     """Activate the phase's classes; empty ones (no bytes or no links) finish at once."""
     members = idx.members[t, p]
     if not members:
-        _schedule(state, transfers, t, p + 1, state.now)
+        _schedule(state, idx, t, p + 1, state.now)
         return
     for k in members:
         state.active[k] = True
         if idx.size[k] <= 0 or not idx.crossing[k]:
-            _finish_class(idx, state, transfers, k)
+            _finish_class(idx, state, k)

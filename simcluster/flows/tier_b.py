@@ -14,12 +14,14 @@ among ring and tree only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from simcluster.errors import SpecError
 from simcluster.flows.capacity import link_capacities
 from simcluster.flows.decompose import FLOW_ALGOS, Context, by_node, decompose, symmetric_skip
-from simcluster.flows.engine import simulate
-from simcluster.flows.plan import Transfer, scaled, with_latencies
+from simcluster.flows.engine import Incidence, incidence, run
+from simcluster.flows.maxmin import FloatArray
+from simcluster.flows.plan import Transfer
 from simcluster.flows.routes import Router
 from simcluster.perf.collectives import OPS, CollectiveTime, comm_group
 from simcluster.perf.collectives_calibration import PROTOCOLS
@@ -96,6 +98,7 @@ class FlowModel:
         self.symmetric = symmetric
         self._plans: dict[tuple[str, str, tuple[int, ...]], Transfer] = {}
         self._capacities: dict[tuple[str, str, tuple[int, ...], str], dict[Edge, float]] = {}
+        self._incidences: dict[tuple[str, str, tuple[int, ...], str], _Prepared] = {}
 
     def plan(self, op: str, algo: str, ranks: Sequence[int]) -> Transfer:
         """The decomposition of ``op`` over ``ranks`` for a 1-byte ``size`` (memoised)."""
@@ -154,13 +157,31 @@ class FlowModel:
               group: CommGroup) -> float:
         nodes = by_node(self.topo, ranks)
         steps = phase_steps(op, algo, len(ranks), len(nodes), min(len(m) for m in nodes))
-        plan = self.plan(op, algo, ranks)
+        prepared = self._prepared(op, algo, ranks, protocol)
+        size = prepared.incidence.size * max(nbytes, ramp_bytes(group, protocol))
+        latencies = [phase_latencies_s(group, protocol, steps)]
+        return run(prepared.incidence, size, latencies, [0.0], prepared.memo).finish_s[0]
+
+    def _prepared(self, op: str, algo: str, ranks: Sequence[int], protocol: str) -> _Prepared:
+        """The incidence of the 1-byte plan, built once per (op, algo, ranks, protocol).
+
+        Every message size reuses it: only the bytes per flow and the phase latencies change
+        (a sweep of 24 sizes used to rebuild it 24 times per protocol and algorithm).
+        """
         key = (op, algo, tuple(ranks), protocol)
-        if key not in self._capacities:
-            self._capacities[key] = self.capacities([plan], protocol)
-        transfer = scaled(plan, max(nbytes, ramp_bytes(group, protocol)))
-        transfer = with_latencies(transfer, phase_latencies_s(group, protocol, steps))
-        return simulate([transfer], self._capacities[key]).finish_s[0]
+        if key not in self._incidences:
+            plan = self.plan(op, algo, ranks)
+            if key not in self._capacities:
+                self._capacities[key] = self.capacities([plan], protocol)
+            self._incidences[key] = _Prepared(incidence([plan], self._capacities[key]), {})
+        return self._incidences[key]
+
+
+class _Prepared(NamedTuple):
+    """One plan's incidence and the max-min rates solved on it so far (by active set)."""
+
+    incidence: Incidence
+    memo: dict[bytes, FloatArray]
 
 
 def _check(op: str, nbytes: float, algo: str, protocol: str) -> None:

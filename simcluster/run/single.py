@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from simcluster.flows import contention as tier_b_contention
-from simcluster.horizon import simulate_reliability
 from simcluster.perf.cost import training_cost
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
 from simcluster.perf.step import StepEstimate, TimeBreakdown, estimate_step
 from simcluster.run.perturb import degraded_nodes, needs_contention, with_uniform_links
-from simcluster.sim import DesResult, simulate_step
 from simcluster.spec.scenario import Scenario
 from simcluster.units import GiB
 
+if TYPE_CHECKING:  # the DES, horizon and flow engines (SimPy, numpy, networkx) load on use
+    from simcluster.sim import DesResult
+
 CONTENTION_MODES = ("auto", "on", "off")
 ENGINES = ("des", "analytical")
-Step = StepEstimate | DesResult
+Step: TypeAlias = "StepEstimate | DesResult"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +116,8 @@ def simulate(scenario: Scenario, contention: str = "auto", reliability_replicas:
     memory = estimate_memory(s, flash_attention=s.execution.flash_attention)
     horizon = None
     if s.reliability is not None and s.training.tokens is not None:
+        from simcluster.horizon import simulate_reliability
+
         horizon = simulate_reliability(s, reliability_replicas, step_time_s=step.iteration_time_s,
                                        step_engine=engine).to_dict()
     return RunResult(scenario, step, memory, engine=engine, contention=factors, reliability=horizon)
@@ -126,15 +128,25 @@ def engine_step(scenario: Scenario, contention: str = "auto", engine: str = "des
     """The step of ``scenario`` by ``engine``, with its contention factors (those of ``simulate``:
     ``simcluster reliability`` uses it too, so both commands share the step time)."""
     s = with_uniform_links(scenario) if engine == "analytical" else scenario
-    step: Step = estimate_step(s) if engine == "analytical" else simulate_step(s)
+    step: Step = estimate_step(s) if engine == "analytical" else _des_step(s)
     factors = _contention(s, contention, engine)
     return (apply_contention(step, factors) if factors else step), factors
+
+
+def _des_step(s: Scenario) -> DesResult:
+    from simcluster.sim import simulate_step
+
+    return simulate_step(s)
 
 
 def _contention(s: Scenario, mode: str, engine: str) -> dict[str, float]:
     nodes = degraded_nodes(s) if engine == "analytical" else {}
     wanted = mode == "on" or (mode == "auto" and needs_contention(s, bool(nodes)))
-    return tier_b_contention(s, degraded_nodes=nodes) if wanted else {}
+    if not wanted:
+        return {}
+    from simcluster.flows import contention as tier_b_contention
+
+    return tier_b_contention(s, degraded_nodes=nodes)
 
 
 def apply_contention(step: Step, factors: dict[str, float]) -> Step:

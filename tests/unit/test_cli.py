@@ -9,6 +9,7 @@ import pytest
 
 from simcluster import yamlio
 from simcluster.cli import main
+from simcluster.errors import SpecError
 from simcluster.spec import load_scenario
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -107,3 +108,25 @@ def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
         main(["--help"])
     assert info.value.code == 0
     assert "validate" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("extra", [[], ["--dot"], ["--json"]])
+def test_topology_show_refuses_a_cluster_beyond_its_limit_up_front(
+        capsys: pytest.CaptureFixture[str], extra: list[str]) -> None:
+    from simcluster.cli_topology import MAX_DOT_GPUS, MAX_SUMMARY_GPUS
+
+    code, out, err = _run(capsys, "topology", "show", "dgx-h100", "--nodes", "10000", *extra)
+    limit = MAX_DOT_GPUS if "--dot" in extra else MAX_SUMMARY_GPUS
+    assert code == 2
+    assert out == ""
+    assert err == (f"simcluster: error: --nodes: 10000 nodes are 80000 GPUs; topology show"
+                   f"{' --dot' if extra == ['--dot'] else ''} handles at most {limit} GPUs "
+                   f"({limit // 8} nodes of this topology)\n")
+
+
+def test_topology_show_limit_counts_gpus_not_nodes() -> None:
+    from simcluster.cli_topology import MAX_SUMMARY_GPUS, check_size
+
+    check_size(MAX_SUMMARY_GPUS // 16, 16, dot=False)  # at the limit: accepted
+    with pytest.raises(SpecError, match="--nodes: 1025 nodes are 16400 GPUs"):
+        check_size(MAX_SUMMARY_GPUS // 16 + 1, 16, dot=False)

@@ -109,3 +109,30 @@ def test_plot(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     else:
         assert code == 0
         assert target.read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(("topology", "nodes"), [("dgx-h100", 100_000), ("dgx-2", 513)])
+def test_tier_b_refuses_a_cluster_beyond_its_limit_up_front(
+        capsys: pytest.CaptureFixture[str], topology: str, nodes: int) -> None:
+    from simcluster.cli_collective import MAX_TIER_B_GPUS
+
+    code, out, err = _run(capsys, "--topology", topology, "--nodes", str(nodes), "--bytes", "1M",
+                          "--tier", "B")
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"simcluster: error: --nodes: {nodes} nodes are ")
+    assert f"Tier B handles at most {MAX_TIER_B_GPUS} GPUs" in err
+    assert err.rstrip().endswith("use --tier A")
+    assert err.count("\n") == 1
+
+
+def test_tier_b_runs_at_its_limit_and_tier_a_beyond_it(capsys: pytest.CaptureFixture[str]) -> None:
+    from simcluster.cli_collective import MAX_TIER_B_GPUS, check_tier_b
+
+    check_tier_b(MAX_TIER_B_GPUS // 8, 8)  # exactly at the limit: accepted
+    with pytest.raises(SpecError, match="--nodes"):
+        check_tier_b(MAX_TIER_B_GPUS // 8 + 1, 8)
+    code, out, _ = _run(capsys, "--topology", "dgx-h100", "--nodes", "100000", "--bytes", "1M",
+                        "--json")
+    assert code == 0
+    assert json.loads(out)["gpus"] == 800_000
