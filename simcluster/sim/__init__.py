@@ -5,12 +5,41 @@ transfers; the step is a plan of ops per pipeline stage generated from ``perf/``
 an explicit schedule (GPipe, 1F1B, interleaved 1F1B, ZB-H1). Congruent DP replicas are simulated
 once with a multiplicity; a straggler or a degraded link gets its own replica class.
 
-Entry points: :func:`simulate_step` and :func:`write_trace`.
+Entry points: :func:`simulate_step` and :func:`write_trace`. The names are exported lazily (PEP 562
+module ``__getattr__``), so the closed-form engine can use the plan's duration helpers
+(``simcluster.sim.durations``, ``simcluster.sim.perturb``) without importing SimPy.
 """
 
-from simcluster.sim.perturb import GpuSlowdown, LinkDegradation, Perturbations
-from simcluster.sim.result import DesResult, Extrapolation
-from simcluster.sim.step import run, simulate_step, write_trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from simcluster.sim.perturb import GpuSlowdown, LinkDegradation, Perturbations
+    from simcluster.sim.result import DesResult, Extrapolation
+    from simcluster.sim.step import run, simulate_step, write_trace
 
 __all__ = ["DesResult", "Extrapolation", "GpuSlowdown", "LinkDegradation", "Perturbations", "run",
            "simulate_step", "write_trace"]
+
+#: Exported name -> the module that defines it (imported on first access).
+_EXPORTS = {
+    "GpuSlowdown": "simcluster.sim.perturb", "LinkDegradation": "simcluster.sim.perturb",
+    "Perturbations": "simcluster.sim.perturb", "DesResult": "simcluster.sim.result",
+    "Extrapolation": "simcluster.sim.result", "run": "simcluster.sim.step",
+    "simulate_step": "simcluster.sim.step", "write_trace": "simcluster.sim.step",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import an exported name on first use (PEP 562)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'simcluster.sim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])
