@@ -6,8 +6,9 @@ process unless it says "whole process":
 - ``load_scenario`` of preset-based scenario files (default, GPT-3 175B): target 0.7 ms;
 - the structural pre-check ``check_layout`` on a valid and an invalid layout: target 0.05 ms;
 - the analytical engine (``--fast``) in-process, median over the 22 SC'21 cases: target 1 ms;
-- the DES on the ``bench_des.py`` cases (see that file for the before/after table);
-- the DES with 4 194 304 micro-batches (default scenario at that global batch): target 2 s;
+- the DES on the ``bench_des.py`` cases: target half their issue-5 times (0.324 s and 0.039 s);
+- the DES with 4 194 304 micro-batches per pipeline (default and GPT-3 175B scenarios at that many
+  micro-batches): target 2 s;
 - ``simcluster run scenarios/default.yaml --fast`` and ``simcluster --help`` as whole processes:
   targets 0.25 s and 0.2 s;
 - a Tier B all-reduce sweep 1K:8G on 128 DGX H100 (graph, routes and every size): target 0.5 s.
@@ -37,6 +38,7 @@ from simcluster.spec.loader import load_topology  # noqa: E402
 from tests.validation import sc21  # noqa: E402
 
 Row = tuple[str, float, float, str]  # case, seconds, target seconds, note
+MICRO_BATCHES = 4 * 2**20
 
 
 def _times(fn: Callable[[], object], repeats: int) -> list[float]:
@@ -94,13 +96,23 @@ def _fast_rows() -> list[Row]:
 
 
 def _des_rows() -> list[Row]:
-    s = load_scenario(ROOT / "scenarios" / "default.yaml", ["parallelism.global_batch=4194304"])
-    start = time.perf_counter()
-    result = simulate_step(s)
-    seconds = time.perf_counter() - start
-    m = s.parallelism.global_batch // (s.parallelism.micro_batch * s.parallelism.dp)
-    return [(f"DES, default scenario with global_batch 4 194 304 ({m:,} micro-batches per replica)",
-             seconds, 2.0, f"step {result.iteration_time_s:.1f} s, {len(result.records):,} records")]
+    rows = []
+    for name, target in (("gpt3-175b-1024xa100.yaml", 0.162), ("llama3-405b-16k-h100.yaml", 0.0195)):
+        s = load_scenario(ROOT / "scenarios" / name)
+        best = min(_times(lambda s=s: simulate_step(s), 5))
+        rows.append((f"DES step, {name} (bench_des case; target: half the issue-5 time)", best, target,
+                     f"step {simulate_step(s).iteration_time_s:.3f} s"))
+    for name in ("default.yaml", "gpt3-175b-1024xa100.yaml"):
+        base = load_scenario(ROOT / "scenarios" / name)
+        par = base.parallelism
+        batch = MICRO_BATCHES * par.micro_batch * par.dp
+        s = load_scenario(ROOT / "scenarios" / name, [f"parallelism.global_batch={batch}"])
+        seconds = min(_times(lambda s=s: simulate_step(s), 3))
+        result = simulate_step(s)
+        rows.append((f"DES, {name} with {MICRO_BATCHES:,} micro-batches per pipeline "
+                     f"(global_batch {batch:,})", seconds, 2.0,
+                     f"step {result.iteration_time_s:.1f} s, {result.record_count:,} records"))
+    return rows
 
 
 def _process_rows() -> list[Row]:
