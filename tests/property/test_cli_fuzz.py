@@ -4,7 +4,7 @@ Every call of ``simcluster.cli.main`` must end within ``BUDGET_S`` seconds and `
 of fresh address space, and exit 0 (with output) or 2 (the last line of stderr is the one-line
 error); never 1, never an exception, never a traceback. The mutations are described in
 ``fuzz_strategies``; the examples are biased towards cheap scenarios (``--fast``, few replicas, one
-or two nodes) so that the file stays fast: several hundred examples in all.
+or two nodes) so that the file stays fast: 610 examples in all.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import io
 import re
 import resource
 import signal
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 
 import pytest
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, Phase, given, note, settings
 from hypothesis import strategies as st
 
 from simcluster.cli import main
@@ -34,14 +35,18 @@ MEMORY_CAP_BYTES = 4 * 2**30
 
 SCENARIOS = sorted((ROOT / "scenarios").glob("*.yaml"))
 TOPOLOGIES = sorted((ROOT / "topologies").glob("*.yaml"))
-EXPENSIVE = {"llama3-405b-16k-h100.yaml"}  # ~1 s per run even unmutated
+# 2,048 nodes: ~1 s per run unmutated, ~3 s with --contention on
+EXPENSIVE = {"llama3-405b-16k-h100.yaml", "degraded-links.yaml"}
 CHEAP = [p for p in SCENARIOS if p.name not in EXPENSIVE]
 CHEAP_DES = [ROOT / "scenarios" / n for n in ("default.yaml", "straggler-gpu.yaml",
                                               "oversubscribed-spine.yaml", "gpt-10b-4x3090ti.yaml")]
 RELIABLE = [ROOT / "scenarios" / n for n in ("default.yaml", "1k-h100-reliability.yaml")]
 ERROR_LINE = re.compile(r"^simcluster( [a-z]+)*: error: \S")
-FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                                      HealthCheck.filter_too_much])
+# No shrinking: every attempt on a hang costs BUDGET_S, and a failing example is already short (one
+# to three mutations, listed in the failure message). Examples are derandomised under the ci profile.
+FUZZ = settings(deadline=None, phases=(Phase.explicit, Phase.reuse, Phase.generate),
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                       HealthCheck.filter_too_much])
 
 
 class Overtime(BaseException):
@@ -53,6 +58,7 @@ class Outcome:
     code: int | None  # None: stopped by the timer or raised
     out: str
     err: str
+    seconds: float
     raised: str | None = None  # the exception that escaped main, if any
 
 
@@ -89,8 +95,11 @@ def call(argv: list[str]) -> Outcome:
     out, err = io.StringIO(), io.StringIO()
     previous = signal.signal(signal.SIGALRM, _on_alarm)
     code: int | None = None
+    start = time.perf_counter()
     try:
-        signal.setitimer(signal.ITIMER_REAL, BUDGET_S)
+        # The timer fires again every second: an Overtime swallowed (raised inside a __del__, say)
+        # does not let the call run on unbounded.
+        signal.setitimer(signal.ITIMER_REAL, BUDGET_S, 1.0)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _memory_cap():
             try:
                 code = main(argv)
@@ -99,18 +108,19 @@ def call(argv: list[str]) -> Outcome:
     except Overtime:
         code = None
     except Exception as exc:  # escaped main: a failure, reported by problem()
-        return Outcome(None, out.getvalue(), err.getvalue(), f"{type(exc).__name__}: {exc}"[:500])
+        raised = f"{type(exc).__name__}: {exc}"[:500]
+        return Outcome(None, out.getvalue(), err.getvalue(), time.perf_counter() - start, raised)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
-    return Outcome(code, out.getvalue(), err.getvalue())
+    return Outcome(code, out.getvalue(), err.getvalue(), time.perf_counter() - start)
 
 
 def problem(outcome: Outcome) -> str | None:
     """What is wrong with a call's outcome, or None."""
     if outcome.raised is not None:
         return f"raised {outcome.raised}"
-    if outcome.code is None:
+    if outcome.code is None or outcome.seconds > BUDGET_S:
         return f"took longer than {BUDGET_S:g} s"
     if "Traceback" in outcome.err:
         return f"printed a traceback (exit {outcome.code})"
