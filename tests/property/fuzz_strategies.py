@@ -222,9 +222,13 @@ def misspelt_key(draw: st.DrawFn, key: str) -> str:
 
 
 @st.composite
-def mutate(draw: st.DrawFn, doc: Doc, known: Sequence[KeyPath]) -> str:
-    """Apply one mutation to ``doc`` in place; return its description."""
+def mutate(draw: st.DrawFn, doc: Doc, known: Sequence[KeyPath], focus: Sequence[str] = ()) -> str:
+    """Apply one mutation to ``doc`` in place; return its description. Half the time, a ``focus``
+    (top-level keys) confines it to those sections."""
     paths = key_paths(doc)
+    focused = [p for p in paths if p[0] in focus]
+    if draw(st.booleans()) and focused:
+        paths = focused
     numbers = [p for p in paths if _is_number(_parent(doc, p)[p[-1]])]
     kind = draw(st.sampled_from(["number"] * 4 + ["set", "set", "delete", "rename", "nest", "typo", "add"]))
     if kind == "add" or not paths:
@@ -285,7 +289,7 @@ def _known(path: Path, reliability: bool) -> tuple[KeyPath, ...]:
 
 @st.composite
 def mutated(draw: st.DrawFn, sources: Sequence[Path], *, reliability: bool = False,
-            max_steps: int = 3) -> tuple[bytes, tuple[str, ...]]:
+            max_steps: int = 3, focus: Sequence[str] = ()) -> tuple[bytes, tuple[str, ...]]:
     """The bytes of one shipped file (given reliability sections if asked) after 1 to ``max_steps``
     mutations, and their descriptions."""
     path = draw(st.sampled_from(sources))
@@ -293,7 +297,7 @@ def mutated(draw: st.DrawFn, sources: Sequence[Path], *, reliability: bool = Fal
     doc = with_reliability(path) if reliability else base_doc(path, resolved)
     steps = [f"{path.relative_to(ROOT)}{' resolved' if resolved else ''}"]
     for _ in range(draw(st.integers(1, max_steps))):
-        steps.append(draw(mutate(doc, _known(path, reliability))))
+        steps.append(draw(mutate(doc, _known(path, reliability), focus)))
     return to_bytes(doc), tuple(steps)
 
 

@@ -4,7 +4,7 @@ Every call of ``simcluster.cli.main`` must end within ``BUDGET_S`` seconds and `
 of fresh address space, and exit 0 (with output) or 2 (the last line of stderr is the one-line
 error); never 1, never an exception, never a traceback. The mutations are described in
 ``fuzz_strategies``; the examples are biased towards cheap scenarios (``--fast``, few replicas, one
-or two nodes) so that the file stays fast: 610 examples in all.
+or two nodes) so that the file stays fast: 1,000 examples in all.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import re
 import resource
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
@@ -170,7 +170,8 @@ def run_cases(fast: bool) -> st.SearchStrategy[Case]:
     flags = st.tuples(st.sampled_from([(), ("--json",)]),
                       st.sampled_from([(), ("--contention", "off"), ("--contention", "on")]))
     argv = flags.map(lambda f: ("run", FILE, *(("--fast",) if fast else ()), *f[0], *f[1]))
-    return st.builds(_case, argv, mutated(CHEAP if fast else CHEAP_DES))
+    return st.builds(_case, argv, mutated(CHEAP if fast else CHEAP_DES, max_steps=2,
+                                          focus=("parallelism", "training", "reliability", "checkpoint")))
 
 
 def reliability_cases() -> st.SearchStrategy[Case]:
@@ -178,7 +179,8 @@ def reliability_cases() -> st.SearchStrategy[Case]:
                      st.sampled_from([(), ("--json",), ("--interval-sweep", "20:40:20")]),
                      st.sampled_from([(), ("--seed", "7")])).map(
         lambda f: ("reliability", FILE, "--replicas", f[0], *f[1], *f[2], *f[3]))
-    return st.builds(_case, argv, mutated(RELIABLE, reliability=True))
+    return st.builds(_case, argv, mutated(RELIABLE, reliability=True, max_steps=2,
+                                          focus=("reliability", "checkpoint", "training")))
 
 
 def topology_cases() -> st.SearchStrategy[Case]:
@@ -224,71 +226,84 @@ def set_items(draw: st.DrawFn) -> str:
     return f"{key}{draw(st.sampled_from(['=', '=', '']))}{draw(st.sampled_from(YAML_VALUES))}"
 
 
+def _with_one(sane: dict[str, str | None],
+              hostile: dict[str, Sequence[str]]) -> st.SearchStrategy[tuple[str, ...]]:
+    """Flags: the sane ones, one or two of them replaced by a hostile value (None: flag left out)."""
+
+    def argv(choice: dict[str, str | None]) -> tuple[str, ...]:
+        return tuple(a for flag, value in choice.items() if value is not None for a in (flag, value))
+
+    replaced = st.lists(st.sampled_from(list(hostile)), min_size=1, max_size=2, unique=True).flatmap(
+        lambda flags: st.fixed_dictionaries({f: st.sampled_from(hostile[f]) for f in flags}))
+    return replaced.map(lambda r: argv({**sane, **r}))
+
+
 def flag_cases() -> st.SearchStrategy[Case]:
-    topo = st.sampled_from(["dgx-h100", "gb200-nvl72", "box-4x3090ti-nvlink", "dgx-h10", FILE])
-    collective = st.tuples(topo, st.sampled_from(COUNTS), st.sampled_from((None, *COUNTS)),
-                           st.sampled_from(SIZES), st.sampled_from(["A", "B"]),
-                           st.sampled_from([*OPS, "allreduce", "all_reduce "]),
-                           st.sampled_from(["auto", "ring", "tree", "nvls", "rings"])).map(
-        lambda f: ("collective", "--topology", f[0], "--nodes", f[1],
-                   *(("--gpus", f[2]) if f[2] is not None else ()), "--bytes", f[3], "--tier", f[4],
-                   "--op", f[5], "--algo", f[6]))
-    show = st.tuples(topo, st.sampled_from(COUNTS)).map(lambda f: ("topology", "show", f[0], "--nodes", f[1]))
-    reliability = st.tuples(st.sampled_from(COUNTS), st.sampled_from(("0", "-1", str(2**70), "abc")),
-                            st.sampled_from((None, *SWEEPS)), st.lists(set_items(), max_size=2)).map(
-        lambda f: ("reliability", FILE, "--replicas", f[0], "--seed", f[1],
-                   *(("--interval-sweep", f[2]) if f[2] else ()), *(a for s in f[3] for a in ("--set", s))))
-    sets = st.tuples(st.sampled_from([("validate",), ("run", "--fast")]), st.lists(set_items(), min_size=1,
-                                                                                    max_size=3)).map(
+    topo = ("dgx-h100", "gb200-nvl72", "box-4x3090ti-nvlink", "dgx-h10", FILE)
+    collective = _with_one(
+        {"--topology": "dgx-h100", "--nodes": "1", "--gpus": None, "--bytes": "1M", "--tier": "A",
+         "--op": "all_reduce", "--algo": "auto"},
+        {"--topology": topo, "--nodes": COUNTS, "--gpus": COUNTS, "--bytes": SIZES, "--tier": ("B",),
+         "--op": (*OPS, "allreduce", "all_reduce "), "--algo": ("ring", "tree", "nvls", "rings")})
+    show = _with_one({"--nodes": "1"}, {"--nodes": COUNTS, "--json": ("",)})
+    reliability = _with_one({"--replicas": "2", "--seed": None, "--interval-sweep": None},
+                            {"--replicas": COUNTS, "--seed": ("0", "-1", str(2**70), "abc"),
+                             "--interval-sweep": SWEEPS})
+    sets = st.tuples(st.sampled_from([("validate",), ("run", "--fast"), ("reliability", "--replicas", "2")]),
+                     st.lists(set_items(), min_size=1, max_size=2)).map(
         lambda f: (f[0][0], FILE, *f[0][1:], *(a for s in f[1] for a in ("--set", s))))
     reliable = (ROOT / "scenarios" / "1k-h100-reliability.yaml").read_bytes()
-    default = (ROOT / "scenarios" / "default.yaml").read_bytes()
-    return st.one_of(st.builds(Case, st.one_of(collective, show), st.just(TOPOLOGIES[0].read_bytes()),
+    topology = TOPOLOGIES[0].read_bytes()
+    return st.one_of(st.builds(Case, collective.map(lambda a: ("collective", *a)), st.just(topology),
                                st.just(())),
-                     st.builds(Case, reliability, st.just(reliable), st.just(())),
-                     st.builds(Case, sets, st.just(default), st.just(())))
+                     st.builds(Case, st.tuples(st.sampled_from(topo), show).map(
+                         lambda t: ("topology", "show", t[0], *(a for a in t[1] if a))), st.just(topology),
+                         st.just(())),
+                     st.builds(Case, reliability.map(lambda a: ("reliability", FILE, *a)), st.just(reliable),
+                               st.just(())),
+                     st.builds(Case, sets, st.just(reliable), st.just(())))
 
 
 # ---------------------------------------------------------------------------------------- tests
 
 
-@settings(FUZZ, max_examples=160)
+@settings(FUZZ, max_examples=200)
 @given(validate_cases())
 def test_validate_survives_mutated_scenarios(workdir: Path, case: Case) -> None:
     check(case, workdir)
 
 
-@settings(FUZZ, max_examples=100)
+@settings(FUZZ, max_examples=200)
 @given(run_cases(fast=True))
 def test_run_fast_survives_mutated_scenarios(workdir: Path, case: Case) -> None:
     check(case, workdir)
 
 
-@settings(FUZZ, max_examples=60)
+@settings(FUZZ, max_examples=120)
 @given(run_cases(fast=False))
 def test_run_des_survives_mutated_scenarios(workdir: Path, case: Case) -> None:
     check(case, workdir)
 
 
-@settings(FUZZ, max_examples=80)
+@settings(FUZZ, max_examples=150)
 @given(reliability_cases())
 def test_reliability_survives_mutated_scenarios(workdir: Path, case: Case) -> None:
     check(case, workdir)
 
 
-@settings(FUZZ, max_examples=80)
+@settings(FUZZ, max_examples=120)
 @given(topology_cases())
 def test_collective_and_topology_survive_mutated_topologies(workdir: Path, case: Case) -> None:
     check(case, workdir)
 
 
-@settings(FUZZ, max_examples=50)
+@settings(FUZZ, max_examples=60)
 @given(corrupted_cases())
 def test_every_command_survives_corrupted_files(workdir: Path, case: Case) -> None:
     check(case, workdir)
 
 
-@settings(FUZZ, max_examples=80)
+@settings(FUZZ, max_examples=150)
 @given(flag_cases())
 def test_every_command_survives_hostile_flags(workdir: Path, case: Case) -> None:
     check(case, workdir)
