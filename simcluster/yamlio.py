@@ -6,7 +6,11 @@ parser (``yaml.CSafeLoader``) when PyYAML has it, else on the pure-Python ``Safe
 resolution and construction are the same Python code in both, so the results are identical.
 
 A mapping that repeats a key (``tp: 2`` twice) raises :class:`DuplicateKeyError` with the dotted key
-path, instead of YAML's silent "last one wins".
+path, instead of YAML's silent "last one wins". A document whose expanded tree is larger than
+:data:`MAX_NODES` nodes (an alias "bomb": a few lines of anchors that expand to a billion
+elements), deeper than :data:`MAX_DEPTH` levels, or recursive (an alias inside its own anchor)
+raises :class:`DocumentShapeError` before anything is constructed, so no input makes the loader
+hang or overflow the stack.
 """
 
 from __future__ import annotations
@@ -29,11 +33,26 @@ class DuplicateKeyError(yaml.YAMLError):
         super().__init__(f"duplicate key {path!r} at line {line} (first given at line {first_line})")
 
 
+#: Most nodes a document may expand to (a scenario has a few hundred).
+MAX_NODES = 100_000
+#: Deepest nesting a document may have (a scenario nests four or five levels).
+MAX_DEPTH = 64
+
+
+class DocumentShapeError(yaml.YAMLError):
+    """The document is too large once its aliases are expanded, too deep, or recursive."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(problem)
+
+
 class Loader(_BASE):  # type: ignore[valid-type,misc]
     """Safe loader with YAML 1.2 float resolution that rejects duplicate mapping keys."""
 
     def construct_document(self, node: yaml.Node) -> Any:
-        """Check the whole node tree for repeated keys, then construct as usual."""
+        """Check the tree's shape and its keys, then construct as usual."""
+        _check_shape(node)
         _check_duplicates(node, "")
         return super().construct_document(node)
 
@@ -51,6 +70,46 @@ Loader.yaml_implicit_resolvers = {
 }
 Loader.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
 # Integers still resolve first (their resolver is registered earlier for the same characters).
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+def _check_shape(root: yaml.Node) -> None:
+    """Raise :class:`DocumentShapeError` unless the expanded tree is finite and within the limits.
+
+    Each distinct node is visited once (aliases share nodes), iteratively: the expanded size and
+    height of a node are 1 + the sums and maxima of its children's, memoised by node identity.
+    """
+    size: dict[int, int] = {}
+    height: dict[int, int] = {}
+    open_nodes: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if children_done:
+            kids = _children(node)
+            size[key] = 1 + sum(size[id(c)] for c in kids)
+            height[key] = 1 + max((height[id(c)] for c in kids), default=0)
+            open_nodes.discard(key)
+            if size[key] > MAX_NODES:
+                raise DocumentShapeError(f"expands to more than {MAX_NODES} nodes (aliases "
+                                         "included); a scenario or topology file has a few hundred")
+            if height[key] > MAX_DEPTH:
+                raise DocumentShapeError(f"nests deeper than {MAX_DEPTH} levels")
+        elif key not in size:
+            if key in open_nodes:
+                raise DocumentShapeError("an alias refers to a node that contains it (recursive "
+                                         "structure)")
+            open_nodes.add(key)
+            stack.append((node, True))
+            stack.extend((c, False) for c in _children(node) if id(c) not in size)
 
 
 def _check_duplicates(node: yaml.Node, path: str) -> None:
@@ -73,5 +132,15 @@ def _check_duplicates(node: yaml.Node, path: str) -> None:
 
 
 def load(text: str | bytes) -> Any:
-    """Parse YAML text with :class:`Loader`."""
-    return yaml.load(text, Loader=Loader)
+    """Parse YAML text with :class:`Loader`.
+
+    Raises
+    ------
+    yaml.YAMLError
+        Invalid YAML; :class:`DuplicateKeyError`; :class:`DocumentShapeError` (also for nesting so
+        deep that the parser itself runs out of stack).
+    """
+    try:
+        return yaml.load(text, Loader=Loader)
+    except RecursionError:
+        raise DocumentShapeError(f"nests deeper than {MAX_DEPTH} levels") from None

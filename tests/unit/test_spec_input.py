@@ -164,3 +164,31 @@ def test_checkpoint_none_differs_from_an_absent_section() -> None:
     err = _error(DEFAULT, ("checkpoint=never",))
     assert err.key == "checkpoint"
     assert "mapping or none" in err.message
+
+
+_BOMB = ("a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+         + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9)))
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    (_BOMB, "expands to more than 100000 nodes"),
+    ("model: " + "[" * 70 + "]" * 70 + "\n", "nests deeper than 64 levels"),
+    ("model: " + "[" * 5000 + "]" * 5000 + "\n", "nests deeper than 64 levels"),
+    ("model: &m [1, *m]\n", "recursive structure"),
+])
+def test_alias_bombs_deep_and_recursive_documents_are_spec_errors(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str, problem: str) -> None:
+    path = tmp_path / "shape.yaml"
+    path.write_text(text)
+    err = _error(path)
+    assert err.source == str(path)
+    assert problem in err.message
+    assert main(["validate", str(path)]) == 2
+    assert problem in capsys.readouterr().err
+
+
+def test_shared_aliases_within_the_limits_still_load() -> None:
+    data = yamlio.load("a: &a {b: 1}\nc: *a\nd: [*a, *a]\n")
+    assert data == {"a": {"b": 1}, "c": {"b": 1}, "d": [{"b": 1}, {"b": 1}]}
+    nine_levels = "x: " + "[" * 9 + "1" + "]" * 9
+    assert yamlio.load(nine_levels) == {"x": [[[[[[[[[1]]]]]]]]]}
