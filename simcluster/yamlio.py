@@ -140,7 +140,35 @@ def load(text: str | bytes) -> Any:
         Invalid YAML; :class:`DuplicateKeyError`; :class:`DocumentShapeError` (also for nesting so
         deep that the parser itself runs out of stack).
     """
+    if _nesting_bound(text if isinstance(text, str) else text.decode("utf-8", "replace")) > SCAN_ABOVE:
+        _scan_depth(text)
     try:
         return yaml.load(text, Loader=Loader)
     except RecursionError:
         raise DocumentShapeError(f"nests deeper than {MAX_DEPTH} levels") from None
+
+
+#: Above this bound on the nesting, the text's events are scanned before composing: libyaml's
+#: composer recurses in C, and a document nested 100 000 deep overflows the C stack (a crash no
+#: Python code can catch). Below it, the Python stack gives out first, as a RecursionError.
+SCAN_ABOVE = 500
+
+
+def _nesting_bound(text: str) -> int:
+    """An upper bound on the document's depth: every level opens on a new line or with one of
+    ``[ { - ? :`` (block sequences and explicit keys can nest several levels on one line)."""
+    return 1 + sum(text.count(c) for c in "\n[{-?:")
+
+
+def _scan_depth(text: str | bytes) -> None:
+    """Raise :class:`DocumentShapeError` at the first event deeper than :data:`MAX_DEPTH`."""
+    starts = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
+    ends = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
+    depth = 0
+    for event in yaml.parse(text, Loader=Loader):
+        if isinstance(event, starts):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise DocumentShapeError(f"nests deeper than {MAX_DEPTH} levels")
+        elif isinstance(event, ends):
+            depth -= 1

@@ -192,3 +192,14 @@ def test_shared_aliases_within_the_limits_still_load() -> None:
     assert data == {"a": {"b": 1}, "c": {"b": 1}, "d": [{"b": 1}, {"b": 1}]}
     nine_levels = "x: " + "[" * 9 + "1" + "]" * 9
     assert yamlio.load(nine_levels) == {"x": [[[[[[[[[1]]]]]]]]]}
+
+
+@pytest.mark.parametrize("text", ["model: " + "[" * 100_000 + "]" * 100_000 + "\n",
+                                  "model:\n" + "".join(" " * i + "-\n" for i in range(3000)),
+                                  "- " * 100_000 + "1\n"])
+def test_nesting_that_would_overflow_the_c_parser_is_refused_before_composing(
+        tmp_path: Path, text: str) -> None:
+    path = tmp_path / "deep.yaml"
+    path.write_text(text)
+    assert yamlio._nesting_bound(text) > yamlio.SCAN_ABOVE
+    assert "nests deeper than 64 levels" in _error(path).message
