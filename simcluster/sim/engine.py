@@ -20,8 +20,8 @@ def drain(env: simpy.Environment) -> None:
     pop = heappop
     while queue:
         env._now, _, _, event = pop(queue)
-        callbacks, event.callbacks = event.callbacks, None
-        for callback in callbacks:  # type: ignore[union-attr]
+        callbacks, event.callbacks = event.callbacks, None  # type: ignore[assignment]
+        for callback in callbacks:
             callback(event)
         if not event._ok and not hasattr(event, "_defused"):
             exc = type(event._value)(*event._value.args)
