@@ -18,7 +18,7 @@ from typing import Any
 import simpy
 
 from simcluster.observe.records import OpRecord
-from simcluster.sim.engine import fire
+from simcluster.sim.engine import fire, timeout
 from simcluster.sim.network import Network, Transfer
 from simcluster.sim.plan import (
     MsgKey,
@@ -239,7 +239,7 @@ def compute_stream(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc
             yield from dev.run(op)
         else:
             start = env.now
-            yield env.timeout(op.duration_s)
+            yield timeout(env, op.duration_s)
             dev.last = fabric.record(dev.group, dev.stage, "compute", op.name, "compute", start,
                                      op.parts, dev.last)
         if op.send is not None:

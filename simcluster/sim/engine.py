@@ -3,15 +3,19 @@
 :func:`drain` pops SimPy's own queue in SimPy's order ((time, priority, event id)) and runs each
 event's callbacks exactly as :meth:`simpy.Environment.step` does (a failed, undefused event
 crashes the run); only the per-event method call and ``run``'s exception plumbing are gone.
-:func:`fire` triggers an event nobody waits on without a trip through the queue.
+:func:`fire` triggers an event nobody waits on without a trip through the queue; :func:`timeout`
+is ``env.timeout`` inlined (same queue entry, same event id order).
 """
 
 from __future__ import annotations
 
-from heapq import heappop
+from heapq import heappop, heappush
 from typing import Any
 
 import simpy
+from simpy.events import NORMAL
+
+_new_event = object.__new__
 
 
 def drain(env: simpy.Environment) -> None:
@@ -42,3 +46,17 @@ def fire(event: simpy.Event, value: Any) -> None:
     event._ok = True
     event._value = value
     event.callbacks = None  # type: ignore[assignment]
+
+
+def timeout(env: simpy.Environment, delay: float, value: Any = None) -> simpy.Event:
+    """An event that succeeds with ``value`` after ``delay``: :class:`simpy.Timeout` without its
+    constructor chain (the same (time, NORMAL, next event id) entry on SimPy's queue)."""
+    if delay < 0:
+        raise ValueError(f"Negative delay {delay}")
+    ev: simpy.Event = _new_event(simpy.Event)
+    ev.env = env
+    ev.callbacks = []
+    ev._value = value
+    ev._ok = True
+    heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
+    return ev

@@ -20,6 +20,7 @@ from typing import cast
 import simpy
 
 from simcluster.errors import SpecError
+from simcluster.sim.engine import timeout
 
 #: Relative tolerance under which two link shares count as saturating in the same round.
 SATURATION_RTOL = 1e-12
@@ -159,7 +160,7 @@ class Network:
         flow.remaining_s -= flow.rate * (now - flow.since_s)
         flow.since_s, flow.rate = now, rate
         flow.generation += 1
-        timer = self.env.timeout(max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
+        timer = timeout(self.env, max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
         timer.callbacks.append(self._on_timer)
 
     def _on_timer(self, event: simpy.Event) -> None:
