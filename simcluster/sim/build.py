@@ -92,27 +92,37 @@ def _zero3_pass(s: Scenario, d: StageDurations, sop: SchedOp) -> Zero3Pass | Non
     return Zero3Pass(layers, gather, scatter, s.execution.zero3_prefetch)
 
 
-def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int,
+def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int, order: list[SchedOp],
                durs: dict[int, tuple[StageDurations, ...]],
                variant: dict[tuple[int, int], int]) -> tuple[Op, ...]:
     par = s.parallelism
-    p, v, m = par.pp, par.virtual_stages, par.micro_batches
+    p, v = par.pp, par.virtual_stages
     d = durs[variant[(id(cls), stage)]][stage]
     speed = cls.local(stage).speed
-    order = stage_order(par.schedule, p, m, stage, v)
     slots = _bucket_slots(order, d, s.execution.overlap_grad_reduce)
     table = {(k, c): _scaled(_kind_parts(d, SchedOp(k, c, 0)), speed)
              for k in ("F", "B", "Bi", "W") for c in range(v)}
     totals = {key: sum(sec for _, sec in parts) for key, parts in table.items()}
     messages = {dst: max(d.pp_message_s, durs[variant[(id(cls), dst)]][dst].pp_message_s)
                 for dst in ((stage - 1) % p, (stage + 1) % p)}
+    # Per (kind, chunk): what does not depend on the micro-batch, looked up once per op.
+    shape: dict[tuple[str, int], tuple[tuple[str, int] | None, tuple[str, int, int, float] | None,
+                                       Zero3Pass | None]] = {}
+    for key in table:
+        sop = SchedOp(key[0], key[1], 0)
+        recv, send = _links(sop, key[1] * p + stage, p * v, p)
+        shape[key] = ((recv[0], recv[1]) if recv is not None else None,
+                      (send[0][0], send[0][1], send[1], messages[send[1]])
+                      if send is not None else None,
+                      _zero3_pass(s, d, sop))
     ops = []
-    for idx, sop in enumerate(order):
-        recv, send = _links(sop, sop.chunk * p + stage, p * v, p)
-        out = Send(send[0], send[1], messages[send[1]]) if send is not None else None
-        key = (sop.kind, sop.chunk)
-        ops.append(Op(f"{sop.kind} c{sop.chunk} mb{sop.mb}", sop.kind, totals[key], table[key],
-                      recv, out, _zero3_pass(s, d, sop), slots.get(idx, ())))
+    for idx, (kind, chunk, mb) in enumerate(order):
+        key = (kind, chunk)
+        r, snd, z3 = shape[key]
+        ops.append(Op(f"{kind} c{chunk} mb{mb}", kind, totals[key], table[key],
+                      (r[0], r[1], mb) if r is not None else None,
+                      Send((snd[0], snd[1], mb), snd[2], snd[3]) if snd is not None else None,
+                      z3, slots.get(idx, ())))
     return tuple(ops)
 
 
@@ -133,24 +143,25 @@ def build_plan(s: Scenario, pert: Perturbations | None = None) -> StepPlan:
                 keys[key] = len(keys)
                 durs[keys[key]] = stage_durations(degraded(base, *key))
             variant[(id(cls), stage)] = keys[key]
-    stages = tuple(StagePlan(cls.name, i, _stage_ops(base, cls, i, durs, variant),
+    par = s.parallelism
+    orders = [stage_order(par.schedule, par.pp, par.micro_batches, i, par.virtual_stages)
+              for i in range(par.pp)]
+    stages = tuple(StagePlan(cls.name, i, _stage_ops(base, cls, i, orders[i], durs, variant),
                              durs[variant[(id(cls), i)]][i].optimizer_s / cls.local(i).speed)
                    for cls in classes for i in range(s.parallelism.pp))
     return StepPlan(pp=s.parallelism.pp,
                     groups=tuple(GroupPlan(c.name, c.multiplicity) for c in classes),
-                    stages=stages, dp_buckets=_dp_buckets(s, classes, durs, variant),
+                    stages=stages, dp_buckets=_dp_buckets(orders, classes, durs, variant),
                     link_capacity={})
 
 
-def _dp_buckets(s: Scenario, classes: tuple[ReplicaClass, ...],
+def _dp_buckets(orders: list[list[SchedOp]], classes: tuple[ReplicaClass, ...],
                 durs: dict[int, tuple[StageDurations, ...]],
                 variant: dict[tuple[int, int], int]) -> tuple[tuple[float, ...], ...]:
     """Per stage, the joint DP collective of each bucket: the slowest class's time (a ring runs
     at its slowest edge), in the order the schedule releases them."""
-    par = s.parallelism
     out = []
-    for stage in range(par.pp):
-        order = stage_order(par.schedule, par.pp, par.micro_batches, stage, par.virtual_stages)
+    for stage, order in enumerate(orders):
         per_class = [_releases(order, durs[variant[(id(c), stage)]][stage]) for c in classes]
         works: list[float] = []
         for releases in zip(*per_class, strict=True):

@@ -15,6 +15,7 @@ import simpy
 from simcluster.errors import SimclusterError
 from simcluster.observe.records import OpRecord
 from simcluster.sim.device import Device, Fabric, compute_stream, dp_stream
+from simcluster.sim.engine import drain
 from simcluster.sim.plan import StepPlan
 
 
@@ -65,7 +66,7 @@ def run_plan(plan: StepPlan) -> EngineOutput:
     """Simulate one step of ``plan``."""
     built = build(plan)
     procs = wire(built, plan)
-    built.env.run()
+    drain(built.env)
     stuck = [dev for dev, proc in zip(built.devices, procs, strict=True) if proc.is_alive]
     if stuck:
         where = ", ".join(f"{d.group}/stage {d.stage}" for d in stuck[:4])

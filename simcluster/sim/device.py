@@ -18,6 +18,7 @@ from typing import Any
 import simpy
 
 from simcluster.observe.records import OpRecord
+from simcluster.sim.engine import fire, timeout
 from simcluster.sim.network import Network, Transfer
 from simcluster.sim.plan import (
     MsgKey,
@@ -75,7 +76,7 @@ class Fabric:
         """A stage reached the optimizer barrier; the last arrival releases everyone."""
         self.arrivals.append((self.env.now, group, stage))
         if len(self.arrivals) == self.expected:
-            self.barrier.succeed(eid)
+            fire(self.barrier, eid)
 
     def dp_links(self, stage: int) -> list[str]:
         """Links of a DP bucket collective: the stage's ports in every replica class."""
@@ -137,7 +138,7 @@ class Device:
         yield self.fabric.network.transfer(op.name, links, send.work_s)
         self.last = self.fabric.record(self.group, self.stage, "p2p", f"send {op.name}",
                                        "pp_comm", start, (("pp_comm", send.work_s),), self.last)
-        self.fabric.event("msg", self.group, send.key).succeed((self.last, start))
+        fire(self.fabric.event("msg", self.group, send.key), (self.last, start))
 
     def run_layers(self, op: Op, z: Zero3Pass) -> Proc:
         """Run ``op`` layer by layer with its ZeRO-3 gathers and reduce-scatters.
@@ -238,7 +239,7 @@ def compute_stream(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc
             yield from dev.run(op)
         else:
             start = env.now
-            yield env.timeout(op.duration_s)
+            yield timeout(env, op.duration_s)
             dev.last = fabric.record(dev.group, dev.stage, "compute", op.name, "compute", start,
                                      op.parts, dev.last)
         if op.send is not None:
@@ -261,4 +262,4 @@ def dp_stream(env: simpy.Environment, fabric: Fabric, stage: int) -> Proc:
         done: Transfer = yield fabric.network.transfer(f"bucket {bucket}", links, work)
         last = fabric.record("all", stage, "dp", f"{done.name} s{stage}", "dp_comm", start,
                              (("dp_comm", work),), gate)
-    fabric.event("dp_done", stage).succeed(last)
+    fire(fabric.event("dp_done", stage), last)

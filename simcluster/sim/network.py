@@ -20,6 +20,7 @@ from typing import cast
 import simpy
 
 from simcluster.errors import SpecError
+from simcluster.sim.engine import timeout
 
 #: Relative tolerance under which two link shares count as saturating in the same round.
 SATURATION_RTOL = 1e-12
@@ -32,7 +33,7 @@ class Transfer:
                  "start_s", "work_s")
 
     def __init__(self, name: str, links: tuple[str, ...], work_s: float, start_s: float,
-                 done: simpy.Event) -> None:
+                 done: simpy.Event | None) -> None:
         self.name = name
         self.links = links
         self.work_s = work_s
@@ -93,14 +94,16 @@ class Network:
         """Start a transfer now; the returned event succeeds with the :class:`Transfer` at the end."""
         if work_s < 0:
             raise SpecError("transfer.work_s", f"must be >= 0, got {work_s}")
-        flow = Transfer(name, tuple(links), work_s, self.env.now, self.env.event())
+        done = self.env.event()
+        flow = Transfer(name, tuple(links), work_s, self.env.now, done)
         if work_s == 0 or not flow.links:
-            flow.done.succeed(flow)
-            return flow.done
+            flow.done = None
+            done.succeed(flow)
+            return done
         for link in flow.links:
             self.on_link.setdefault(link, []).append(flow)
         self._replan(self._connected(flow.links))
-        return flow.done
+        return done
 
     def _connected(self, links: Sequence[str]) -> list[Transfer]:
         """Active transfers reachable from ``links`` through shared links (discovery order).
@@ -157,7 +160,7 @@ class Network:
         flow.remaining_s -= flow.rate * (now - flow.since_s)
         flow.since_s, flow.rate = now, rate
         flow.generation += 1
-        timer = self.env.timeout(max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
+        timer = timeout(self.env, max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
         timer.callbacks.append(self._on_timer)
 
     def _on_timer(self, event: simpy.Event) -> None:
@@ -170,4 +173,6 @@ class Network:
             on_link[link].remove(flow)
         flow.remaining_s = 0.0
         self._replan(self._connected(flow.links))
-        flow.done.succeed(flow)
+        done, flow.done = flow.done, None  # no Transfer <-> Event cycle left for the collector
+        if done is not None:
+            done.succeed(flow)
