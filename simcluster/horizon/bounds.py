@@ -13,8 +13,10 @@ Checked from closed forms before any replica runs (``check_bounds``), each refus
    interruptions, straggler episodes x 3) over its expected span (the horizon, or the expected
    wall time of the run) above ``MAX_EVENTS_PER_REPLICA``.
 3. Replicas above ``MAX_REPLICAS``, and the whole command's work, replicas x evaluations x
-   (events + checkpoint cycles the loop steps one by one, weighted x ``SIMPY_COST`` for the SimPy
-   loop), above ``MAX_TOTAL_WORK`` (about a minute and a half of the fast loop on one core).
+   (events + checkpoint cycles the loop steps one by one + ``REPLICA_COST``, weighted x
+   ``SIMPY_COST`` for the SimPy loop), above ``MAX_TOTAL_WORK``. Measured on one core of the
+   2-core reference machine, a unit costs 10-17 us (the 405B run: 466 events, 4.5 ms a replica;
+   the 1k-H100 run: 16 events, 0.29 ms), so the limit is 10-17 s of the fast loop.
 """
 
 from __future__ import annotations
@@ -32,8 +34,11 @@ MIN_WORK_FRACTION = 1e-3
 MAX_EVENTS_PER_REPLICA = 1_000_000
 #: Monte Carlo replicas of one evaluation.
 MAX_REPLICAS = 100_000
-#: replicas x evaluations x (events + stepped checkpoint cycles + 1), the fast loop's unit of work.
-MAX_TOTAL_WORK = 10_000_000
+#: replicas x evaluations x (events + stepped checkpoint cycles + REPLICA_COST), in the fast loop's
+#: unit of work (one event).
+MAX_TOTAL_WORK = 1_000_000
+#: A replica's fixed cost (sample-path set-up, result), in events: 0.29 ms for 16 events above.
+REPLICA_COST = 10.0
 #: The SimPy loop's cost per event against the fast loop's.
 SIMPY_COST = 10
 
@@ -149,7 +154,7 @@ def check_bounds(configs: tuple[HorizonConfig, ...], replicas: int, loop: str = 
         check_events(cost)
         stepped = cost.stepped_cycles if loop == "simpy" or cfg.checkpoint.mode == "in-memory" else 0.0
         weight = SIMPY_COST if loop == "simpy" else 1.0
-        total += replicas * weight * (cost.events + stepped + 1.0)
+        total += replicas * weight * (cost.events + stepped + REPLICA_COST)
     if total > MAX_TOTAL_WORK:
         raise SpecError("--replicas", (
             f"{replicas} replicas x {len(configs)} evaluations ({loop} loop) is {total:.3g} units "

@@ -133,5 +133,5 @@ def test_bounds_refuse_or_admit_a_bounded_evaluation(rate: float, dump: float, i
         return
     cost = bounds.replica_cost(cfg)
     assert cost.events <= bounds.MAX_EVENTS_PER_REPLICA
-    assert replicas * (cost.events + 1.0) <= bounds.MAX_TOTAL_WORK
+    assert replicas * (cost.events + bounds.REPLICA_COST) <= bounds.MAX_TOTAL_WORK
     assert math.isfinite(horizon) or cost.work_fraction >= bounds.MIN_WORK_FRACTION

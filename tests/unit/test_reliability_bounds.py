@@ -171,3 +171,12 @@ def test_gap_blocks_are_capped_whatever_the_expected_count() -> None:
     assert arrivals.size > 900_000
     assert max(rec.sizes) <= MAX_BATCH
     assert len(rec.sizes) > 2
+
+
+def test_many_replicas_of_a_cheap_run_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """100,000 replicas of the 1k-H100 run (16 events each, 0.29 ms a replica) would take about
+    30 s: refused with the flag named; 1000 of them run."""
+    small = str(Path(BIG).with_name("1k-h100-reliability.yaml"))
+    assert main(["reliability", small, "--fast", "--replicas", "100000"]) == 2
+    assert "--replicas" in capsys.readouterr().err
+    assert main(["reliability", small, "--fast", "--replicas", "1000"]) == 0
