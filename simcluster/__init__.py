@@ -9,8 +9,9 @@ command line's ``--help`` and ``--version`` import neither the spec loader nor n
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from simcluster.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from simcluster.errors import SimclusterError, SpecError
@@ -29,14 +30,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import an exported name on first use (PEP 562)."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'simcluster' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports("simcluster", globals(), _EXPORTS)

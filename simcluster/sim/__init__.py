@@ -12,8 +12,9 @@ module ``__getattr__``), so the closed-form engine can use the plan's duration h
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from simcluster.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from simcluster.sim.perturb import GpuSlowdown, LinkDegradation, Perturbations
@@ -32,14 +33,4 @@ _EXPORTS = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    """Import an exported name on first use (PEP 562)."""
-    if name not in _EXPORTS:
-        raise AttributeError(f"module 'simcluster.sim' has no attribute {name!r}")
-    value = getattr(importlib.import_module(_EXPORTS[name]), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS])
+__getattr__, __dir__ = lazy_exports("simcluster.sim", globals(), _EXPORTS)

@@ -66,3 +66,17 @@ def test_version_prints_the_installed_version(capsys: pytest.CaptureFixture[str]
 
 def test_catalog_kinds_match_the_catalog() -> None:
     assert CATALOG_KINDS == catalog.KINDS
+
+
+def test_lazy_exports_resolve_once_and_refuse_unknown_names() -> None:
+    import simcluster
+    import simcluster.sim as sim
+    from simcluster.sim.step import simulate_step
+    from simcluster.spec import load_scenario
+
+    assert simcluster.load_scenario is load_scenario
+    assert sim.simulate_step is simulate_step
+    assert "simulate_step" in vars(sim)  # stored after the first access
+    assert {"load_scenario", "Scenario"} <= set(dir(simcluster))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = sim.nope
