@@ -171,3 +171,39 @@ def test_gap_blocks_are_capped_whatever_the_expected_count() -> None:
     assert arrivals.size > 900_000
     assert max(rec.sizes) <= MAX_BATCH
     assert len(rec.sizes) > 2
+
+
+@pytest.mark.parametrize("override", [
+    ["reliability.replace_s=7.2e9", "--seed", "7"],  # hung: the pool ran dry, a 228-year wait
+    ["reliability.replace_s=1e40"],
+    # 128 failures a day against 2 spares and 2 h replacements: every wait re-triggered (hung)
+    ["reliability.failure_rate_per_node_day=1.00379"],
+])
+def test_replacement_wait_counts_in_the_progress_floor(capsys: pytest.CaptureFixture[str],
+                                                       override: list[str]) -> None:
+    argv = ["reliability", SMALL, "--replicas", "2", "--loop", "simpy", "--interval-sweep", "20:40:20",
+            "--set", *override]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    for word in ("reliability.replace_s", "reliability.spares", "cannot make progress", "spares"):
+        assert word in err
+
+
+def test_effective_recovery_weighs_a_rare_wait_by_its_exponential() -> None:
+    from simcluster.horizon.bounds import effective_recovery_s, pool_short_probability, poisson_tail
+    assert poisson_tail(0.1, 2) == pytest.approx(1.0 - math.exp(-0.1) * 1.1)
+    assert poisson_tail(5.0, 0) == 1.0 and poisson_tail(0.0, 1) == 0.0
+    assert poisson_tail(1.0, 1000) < 1e-300 and poisson_tail(1e6, 10**6) == pytest.approx(0.5, abs=1e-3)
+    gpu = FailureClass(name="gpu", rate_per_node_s=1e-6, detect_s=30.0)
+    cfg = _cfg(classes=(gpu,), spares=2, replace_s=7200.0)
+    short = pool_short_probability(cfg, 1)
+    assert short == pytest.approx(poisson_tail(10 * 1e-6 * 14400.0 * math.exp(0.5), 2))
+    mtbf = 1.0 / cfg.failure_rate_s
+    base = effective_recovery_s(replace(cfg, replace_s=0.0), mtbf)
+    assert base == pytest.approx(30.0)
+    mean = base + short * 7200.0
+    assert effective_recovery_s(cfg, mtbf) == pytest.approx(mean, rel=1e-3)  # W << M: the mean
+    huge = replace(cfg, replace_s=1e3 * mtbf)
+    assert effective_recovery_s(huge, mtbf) > 0.9e3 * mtbf  # W >> M: the exponential dominates
+    assert replica_cost(huge).work_fraction == 0.0
