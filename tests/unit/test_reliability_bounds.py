@@ -185,16 +185,19 @@ def test_replacement_wait_counts_in_the_progress_floor(capsys: pytest.CaptureFix
             "--set", *override]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
     for word in ("reliability.replace_s", "reliability.spares", "cannot make progress", "spares"):
         assert word in err
 
 
 def test_effective_recovery_weighs_a_rare_wait_by_its_exponential() -> None:
-    from simcluster.horizon.bounds import effective_recovery_s, pool_short_probability, poisson_tail
+    from simcluster.horizon.bounds import effective_recovery_s, poisson_tail, pool_short_probability
     assert poisson_tail(0.1, 2) == pytest.approx(1.0 - math.exp(-0.1) * 1.1)
-    assert poisson_tail(5.0, 0) == 1.0 and poisson_tail(0.0, 1) == 0.0
-    assert poisson_tail(1.0, 1000) < 1e-300 and poisson_tail(1e6, 10**6) == pytest.approx(0.5, abs=1e-3)
+    assert poisson_tail(5.0, 0) == 1.0
+    assert poisson_tail(0.0, 1) == 0.0
+    assert poisson_tail(1.0, 1000) < 1e-300
+    assert poisson_tail(1e6, 10**6) == pytest.approx(0.5, abs=1e-3)
     gpu = FailureClass(name="gpu", rate_per_node_s=1e-6, detect_s=30.0)
     cfg = _cfg(classes=(gpu,), spares=2, replace_s=7200.0)
     short = pool_short_probability(cfg, 1)
@@ -203,7 +206,7 @@ def test_effective_recovery_weighs_a_rare_wait_by_its_exponential() -> None:
     base = effective_recovery_s(replace(cfg, replace_s=0.0), mtbf)
     assert base == pytest.approx(30.0)
     mean = base + short * 7200.0
-    assert effective_recovery_s(cfg, mtbf) == pytest.approx(mean, rel=1e-3)  # W << M: the mean
+    assert mean < effective_recovery_s(cfg, mtbf) < 1.05 * mean  # W << M: near the mean, above it
     huge = replace(cfg, replace_s=1e3 * mtbf)
     assert effective_recovery_s(huge, mtbf) > 0.9e3 * mtbf  # W >> M: the exponential dominates
     assert replica_cost(huge).work_fraction == 0.0
