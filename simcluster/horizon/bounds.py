@@ -43,6 +43,8 @@ SIMPY_COST = 10
 
 PROGRESS_KEYS = "reliability.failure_rate_per_node_day / checkpoint.storage_write_GBps / " \
                 "checkpoint.interval_min"
+RECOVERY_KEYS = "reliability.diagnose_s / reliability.restart_s / reliability.warmup_s / " \
+                "reliability.maintenance_s"
 WAIT_KEYS = "reliability.replace_s / reliability.spares / reliability.repair_median_s"
 RATE_KEYS = "reliability.failure_rate_per_node_day / reliability.horizon_days / training.tokens"
 
@@ -194,6 +196,8 @@ def check_progress(cfg: HorizonConfig, cost: Cost) -> None:
     dump = "no checkpoints (every failure restarts from the start)" if cfg.checkpoint.mode == "none" \
         else f"checkpoint write+persist {cost.dump_s:.4g} s every {cfg.checkpoint.interval_s:.4g} s"
     keys, wait = PROGRESS_KEYS, ""
+    if cost.recovery_s > cost.mtbf_s:
+        keys = f"{PROGRESS_KEYS} / {RECOVERY_KEYS}"
     if cost.recovery_s > 2.0 * effective_recovery_s(replace(cfg, replace_s=0.0), cost.mtbf_s):
         keys, wait = f"{PROGRESS_KEYS} / {WAIT_KEYS}", (
             f", with the wait for a replacement node ({cfg.replace_s:.4g} s when fewer than "

@@ -210,3 +210,17 @@ def test_effective_recovery_weighs_a_rare_wait_by_its_exponential() -> None:
     huge = replace(cfg, replace_s=1e3 * mtbf)
     assert effective_recovery_s(huge, mtbf) > 0.9e3 * mtbf  # W >> M: the exponential dominates
     assert replica_cost(huge).work_fraction == 0.0
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("reliability.diagnose_s=3e42", "reliability.diagnose_s"),  # was an OverflowError
+    ("reliability.maintenance_s=1e40", "reliability.maintenance_s"),
+    ("reliability.planned_per_day=1e39", "reliability.failure_rate_per_node_day"),  # numpy ValueError
+])
+def test_long_recoveries_are_refused_naming_their_keys(capsys: pytest.CaptureFixture[str], override: str,
+                                                       key: str) -> None:
+    assert main(["reliability", SMALL, "--replicas", "2", "--set", override]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert key in err
+    assert "cannot make progress" in err
