@@ -18,7 +18,8 @@ Checked from closed forms before any replica runs (``check_bounds``), each refus
    wall time of the run) above ``MAX_EVENTS_PER_REPLICA``.
 3. Replicas above ``MAX_REPLICAS``, and the whole command's work, replicas x evaluations x
    (events + checkpoint cycles the loop steps one by one, weighted x ``SIMPY_COST`` for the SimPy
-   loop), above ``MAX_TOTAL_WORK`` (about a minute and a half of the fast loop on one core).
+   loop, + ``REPLICA_COST`` a replica), above ``MAX_TOTAL_WORK`` (about 7 s of the fast loop on
+   one core).
 """
 
 from __future__ import annotations
@@ -36,10 +37,14 @@ MIN_WORK_FRACTION = 1e-3
 MAX_EVENTS_PER_REPLICA = 1_000_000
 #: Monte Carlo replicas of one evaluation.
 MAX_REPLICAS = 100_000
-#: replicas x evaluations x (events + stepped checkpoint cycles + 1), the fast loop's unit of work.
-MAX_TOTAL_WORK = 10_000_000
+#: replicas x evaluations x (events + stepped checkpoint cycles + ``REPLICA_COST``), in units of
+#: one event of the fast loop (about 7 us on one core): about 7 s.
+MAX_TOTAL_WORK = 1_000_000
 #: The SimPy loop's cost per event against the fast loop's.
 SIMPY_COST = 10
+#: The fixed cost of one replica (its sample path's streams, the machine, the record), in events
+#: of the fast loop (measured: about 150 us a replica against about 7 us an event).
+REPLICA_COST = 30
 
 PROGRESS_KEYS = "reliability.failure_rate_per_node_day / checkpoint.storage_write_GBps / " \
                 "checkpoint.interval_min"
@@ -247,7 +252,7 @@ def check_bounds(configs: tuple[HorizonConfig, ...], replicas: int, loop: str = 
         check_events(cost)
         stepped = cost.stepped_cycles if loop == "simpy" or cfg.checkpoint.mode == "in-memory" else 0.0
         weight = SIMPY_COST if loop == "simpy" else 1.0
-        total += replicas * weight * (cost.events + stepped + 1.0)
+        total += replicas * (weight * (cost.events + stepped + 1.0) + REPLICA_COST)
     if total > MAX_TOTAL_WORK:
         raise SpecError("--replicas", (
             f"{replicas} replicas x {len(configs)} evaluations ({loop} loop) is {total:.3g} units "

@@ -224,3 +224,27 @@ def test_long_recoveries_are_refused_naming_their_keys(capsys: pytest.CaptureFix
     assert err.count("\n") == 1
     assert key in err
     assert "cannot make progress" in err
+
+
+def test_each_replica_costs_its_fixed_overhead() -> None:
+    """100,000 replicas of a quiet run (about 15 events each) took 26 s: the replica cost counts."""
+    from simcluster.horizon.bounds import MAX_TOTAL_WORK, REPLICA_COST
+    quiet = _cfg(classes=(), work_s=1e5)
+    assert replica_cost(quiet).events == 0.0
+    many = int(MAX_TOTAL_WORK / (REPLICA_COST + 1.0)) + 1
+    check_bounds((quiet,), many - 2)
+    with pytest.raises(SpecError, match="units of work"):
+        check_bounds((quiet,), many)
+
+
+@pytest.mark.parametrize("sweep", [["--interval-sweep", "20:60:20"], ["--optimize-interval"]])
+def test_sweep_and_base_are_checked_together_before_any_replica_runs(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, sweep: list[str]) -> None:
+    import simcluster.horizon as horizon
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a replica ran before the limits were checked")
+
+    monkeypatch.setattr(horizon, "simulate_reliability", never)
+    assert main(["reliability", SMALL, "--replicas", "20000", *sweep]) == 2
+    assert "units of work" in capsys.readouterr().err
