@@ -17,9 +17,9 @@ Checked from closed forms before any replica runs (``check_bounds``), each refus
    interruptions, straggler episodes x 3) over its expected span (the horizon, or the expected
    wall time of the run) above ``MAX_EVENTS_PER_REPLICA``.
 3. Replicas above ``MAX_REPLICAS``, and the whole command's work, replicas x evaluations x
-   (events + checkpoint cycles the loop steps one by one, weighted x ``SIMPY_COST`` for the SimPy
-   loop, + ``REPLICA_COST`` a replica), above ``MAX_TOTAL_WORK`` (about 7 s of the fast loop on
-   one core).
+   (events, x ``SIMPY_COST`` for the SimPy loop, + checkpoint cycles the loop steps one by one,
+   x ``STEP_COST``, + ``REPLICA_COST`` a replica) above ``MAX_TOTAL_WORK`` (about 7 s of the fast
+   loop on one core).
 """
 
 from __future__ import annotations
@@ -37,14 +37,16 @@ MIN_WORK_FRACTION = 1e-3
 MAX_EVENTS_PER_REPLICA = 1_000_000
 #: Monte Carlo replicas of one evaluation.
 MAX_REPLICAS = 100_000
-#: replicas x evaluations x (events + stepped checkpoint cycles + ``REPLICA_COST``), in units of
-#: one event of the fast loop (about 7 us on one core): about 7 s.
+#: replicas x evaluations x (events + stepped checkpoint cycles + a replica), in units of one
+#: event of the fast loop (about 7 us on one core): about 7 s.
 MAX_TOTAL_WORK = 1_000_000
-#: The SimPy loop's cost per event against the fast loop's.
-SIMPY_COST = 10
-#: The fixed cost of one replica (its sample path's streams, the machine, the record), in events
-#: of the fast loop (measured: about 150 us a replica against about 7 us an event).
-REPLICA_COST = 30
+#: Measured costs in those units (best of 2 on one core, 1k-h100-reliability.yaml variants): a
+#: SimPy event about 13 us, a checkpoint cycle the loop steps one by one about 3 us (SimPy; the
+#: fast loop's in-memory cycles 0.3 us), a replica's fixed cost (sample-path streams, machine,
+#: record) about 100 us.
+SIMPY_COST = 3
+STEP_COST = 0.5
+REPLICA_COST = 20
 
 PROGRESS_KEYS = "reliability.failure_rate_per_node_day / checkpoint.storage_write_GBps / " \
                 "checkpoint.interval_min"
@@ -252,7 +254,7 @@ def check_bounds(configs: tuple[HorizonConfig, ...], replicas: int, loop: str = 
         check_events(cost)
         stepped = cost.stepped_cycles if loop == "simpy" or cfg.checkpoint.mode == "in-memory" else 0.0
         weight = SIMPY_COST if loop == "simpy" else 1.0
-        total += replicas * (weight * (cost.events + stepped + 1.0) + REPLICA_COST)
+        total += replicas * (weight * (cost.events + 1.0) + STEP_COST * stepped + REPLICA_COST)
     if total > MAX_TOTAL_WORK:
         raise SpecError("--replicas", (
             f"{replicas} replicas x {len(configs)} evaluations ({loop} loop) is {total:.3g} units "

@@ -248,3 +248,15 @@ def test_sweep_and_base_are_checked_together_before_any_replica_runs(
     monkeypatch.setattr(horizon, "simulate_reliability", never)
     assert main(["reliability", SMALL, "--replicas", "20000", *sweep]) == 2
     assert "units of work" in capsys.readouterr().err
+
+
+def test_simpy_stepped_cycles_cost_less_than_simpy_events() -> None:
+    """Measured: a stepped cycle ~3 us, a SimPy event ~13 us; the benchmark's 20 SimPy replicas of
+    the 16k-GPU run (22,650 cycles each) stay within the limit, ten times as many do not."""
+    from simcluster.horizon.bounds import REPLICA_COST, SIMPY_COST, STEP_COST
+    assert STEP_COST < 1.0 < SIMPY_COST
+    cfg = _cfg(classes=(), work_s=600.0 * 22650)
+    cycles = replica_cost(cfg).stepped_cycles
+    check_bounds((cfg,), 20, "simpy")
+    with pytest.raises(SpecError, match="units of work"):
+        check_bounds((cfg,), int(1e6 / (STEP_COST * cycles + SIMPY_COST + REPLICA_COST)) + 1, "simpy")
