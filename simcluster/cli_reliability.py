@@ -106,6 +106,7 @@ def _evaluate(args: argparse.Namespace, scenario: Scenario, step_engine: str, lo
 
     check_replicas(args.replicas)
     step_s = engine_step(scenario, args.contention, step_engine)[0].iteration_time_s
+    _check_up_front(args, scenario, step_s, loop)
     common: dict[str, Any] = {"replicas": args.replicas, "seed": args.seed,
                               "step_time_s": step_s, "engine": loop, "jobs": args.jobs}
     result = simulate_reliability(scenario, **common, step_engine=step_engine).to_dict()
@@ -115,6 +116,22 @@ def _evaluate(args: argparse.Namespace, scenario: Scenario, step_engine: str, lo
     elif args.interval_sweep:
         extra = interval_sweep(scenario, args.interval_sweep, **common).to_dict()
     return {**result, **extra}
+
+
+def _check_up_front(args: argparse.Namespace, scenario: Scenario, step_s: float, loop: str) -> None:
+    """Check the base evaluation and the sweep's or the search's together, before any replica runs."""
+    from simcluster.horizon.bounds import check_bounds
+    from simcluster.horizon.config import horizon_config
+    from simcluster.horizon.optimize import MAX_EVALUATIONS, search_bracket_s
+
+    configs = [horizon_config(scenario, step_s)]
+    if args.optimize_interval or args.interval_sweep == AUTO:
+        low, high = search_bracket_s(horizon_config(scenario, step_s, interval_s=3600.0))
+        configs += [horizon_config(scenario, step_s, interval_s=x) for x in (low, high)] \
+            * (MAX_EVALUATIONS // 2)
+    elif args.interval_sweep:
+        configs += [horizon_config(scenario, step_s, interval_s=i) for i in args.interval_sweep]
+    check_bounds(tuple(configs), args.replicas, loop)
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

@@ -216,6 +216,9 @@ def _advance(idx: Incidence, state: _State, rate: FloatArray, t_next: float) -> 
     state.remaining[act] -= rate[act] * dt
     state.now = t_next
     done = act & (state.remaining <= idx.size * DONE_RTOL)
+    if dt <= 0.0:  # time left below the clock's resolution (a huge rate): finish, never stall
+        with np.errstate(divide="ignore", invalid="ignore"):
+            done |= act & (state.now + state.remaining / rate <= state.now)
     changed = bool(done.any())
     for k in np.flatnonzero(done):
         _finish_class(idx, state, int(k))

@@ -8,21 +8,24 @@ Checked from closed forms before any replica runs (``check_bounds``), each refus
    is below ``MIN_WORK_FRACTION``: the checkpoint dump (blocking write, plus the background persist
    of async and in-memory modes) or the recovery (detect, diagnose, restart, load, warm-up) is long
    against the job's mean time between interruptions, so a failure nearly always strikes first and
-   the expected time to train is astronomically large.
+   the expected time to train is astronomically large. The recovery counts every term of the
+   time a failure costs: detection, diagnosis, the wait for a replacement node (``replace_s``
+   with the chance that the spare pool is short, from the repair times), restart, load and
+   warm-up, and for a planned interruption the save and the maintenance; outcomes are averaged
+   as ``e^{R/M}`` (a rare long wait weighs by its exponential).
 2. Events per replica. The expected random events of one replica (failures, planned
    interruptions, straggler episodes x 3) over its expected span (the horizon, or the expected
    wall time of the run) above ``MAX_EVENTS_PER_REPLICA``.
 3. Replicas above ``MAX_REPLICAS``, and the whole command's work, replicas x evaluations x
-   (events + checkpoint cycles the loop steps one by one + ``REPLICA_COST``, weighted x
-   ``SIMPY_COST`` for the SimPy loop), above ``MAX_TOTAL_WORK``. Measured on one core of the
-   2-core reference machine, a unit costs 10-17 us (the 405B run: 466 events, 4.5 ms a replica;
-   the 1k-H100 run: 16 events, 0.29 ms), so the limit is 10-17 s of the fast loop.
+   (events, x ``SIMPY_COST`` for the SimPy loop, + checkpoint cycles the loop steps one by one,
+   x ``STEP_COST``, + ``REPLICA_COST`` a replica) above ``MAX_TOTAL_WORK`` (about 7 s of the fast
+   loop on one core).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from simcluster.errors import SpecError
 from simcluster.horizon.config import HorizonConfig
@@ -34,16 +37,22 @@ MIN_WORK_FRACTION = 1e-3
 MAX_EVENTS_PER_REPLICA = 1_000_000
 #: Monte Carlo replicas of one evaluation.
 MAX_REPLICAS = 100_000
-#: replicas x evaluations x (events + stepped checkpoint cycles + REPLICA_COST), in the fast loop's
-#: unit of work (one event).
+#: replicas x evaluations x (events + stepped checkpoint cycles + a replica), in units of one
+#: event of the fast loop (about 7 us on one core): about 7 s.
 MAX_TOTAL_WORK = 1_000_000
-#: A replica's fixed cost (sample-path set-up, result), in events: 0.29 ms for 16 events above.
-REPLICA_COST = 10.0
-#: The SimPy loop's cost per event against the fast loop's.
-SIMPY_COST = 10
+#: Measured costs in those units (best of 2 on one core, 1k-h100-reliability.yaml variants): a
+#: SimPy event about 13 us, a checkpoint cycle the loop steps one by one about 3 us (SimPy; the
+#: fast loop's in-memory cycles 0.3 us), a replica's fixed cost (sample-path streams, machine,
+#: record) about 100 us.
+SIMPY_COST = 3
+STEP_COST = 0.5
+REPLICA_COST = 20
 
 PROGRESS_KEYS = "reliability.failure_rate_per_node_day / checkpoint.storage_write_GBps / " \
                 "checkpoint.interval_min"
+RECOVERY_KEYS = "reliability.diagnose_s / reliability.restart_s / reliability.warmup_s / " \
+                "reliability.maintenance_s"
+WAIT_KEYS = "reliability.replace_s / reliability.spares / reliability.repair_median_s"
 RATE_KEYS = "reliability.failure_rate_per_node_day / reliability.horizon_days / training.tokens"
 
 
@@ -77,6 +86,90 @@ def mean_recovery_s(cfg: HorizonConfig) -> float:
     return detect + cfg.diagnose_s + cfg.restart_s + cfg.checkpoint.load_s + cfg.warmup_s
 
 
+def poisson_tail(mean: float, k: int) -> float:
+    """``P(N >= k)`` for ``N ~ Poisson(mean)`` (normal approximation above a mean of 1000)."""
+    if k <= 0:
+        return 1.0
+    if mean <= 0.0:
+        return 0.0
+    if mean > 1000.0:
+        return 0.5 * math.erfc((k - 0.5 - mean) / math.sqrt(2.0 * mean))
+    log_pmf = k * math.log(mean) - mean - math.lgamma(k + 1.0)
+    if k > 10.0 * mean + 100.0:  # the tail is below twice its first term
+        return min(1.0, 2.0 * math.exp(log_pmf))
+    below, term = 0.0, math.exp(-mean)
+    for j in range(k):
+        below += term
+        term *= mean / (j + 1)
+    return max(0.0, 1.0 - below)
+
+
+def eviction_rate_per_node_s(cfg: HorizonConfig) -> float:
+    """Straggler evictions per node per second (episodes longer than the detection time)."""
+    st = cfg.stragglers
+    if st.rate_per_node_s <= 0.0 or math.isinf(st.detect_s):
+        return 0.0
+    if st.detect_s <= 0.0:
+        return st.rate_per_node_s
+    z = (math.log(st.detect_s) - math.log(st.median_s)) / (st.sigma * math.sqrt(2.0)) \
+        if st.sigma > 0.0 else (math.inf if st.detect_s >= st.median_s else -math.inf)
+    return st.rate_per_node_s * 0.5 * math.erfc(z)
+
+
+def pool_short_probability(cfg: HorizonConfig, domain_nodes: int) -> float:
+    """Chance that a claim of ``domain_nodes`` finds too few spares (so waits ``replace_s``).
+
+    Nodes in repair are ``Poisson(a)`` (M/G/inf, Little's law): ``a`` = replaced nodes per second
+    x the mean lognormal repair time; the claim is short when more than ``spares - domain_nodes``
+    are away.
+    """
+    per_node = sum(c.rate_per_node_s * c.domain_nodes for c in cfg.classes if c.replace)
+    per_node += eviction_rate_per_node_s(cfg)
+    repair_mean = cfg.repair_median_s * math.exp(min(cfg.repair_sigma, 30.0) ** 2 / 2.0)
+    away = cfg.nodes * per_node * repair_mean
+    return poisson_tail(away if math.isfinite(away) else 1e300, cfg.spares - domain_nodes + 1)
+
+
+def recovery_outcomes(cfg: HorizonConfig) -> list[tuple[float, float]]:
+    """(rate per second, time lost to recovery) of every way an interruption is recovered from.
+
+    Each failure class: detect + diagnose + restart + load + warm-up, and, for a class whose nodes
+    are replaced, a second outcome with the wait ``replace_s`` weighted by the chance that the
+    spare pool is short (:func:`pool_short_probability`, which counts the repair times). A planned
+    interruption: the save, the maintenance, restart, load and warm-up.
+    """
+    ck = cfg.checkpoint
+    load = max(ck.load_s, ck.memory_load_s) if ck.mode == "in-memory" else ck.load_s
+    common = cfg.diagnose_s + cfg.restart_s + load + cfg.warmup_s
+    out: list[tuple[float, float]] = []
+    for c in cfg.classes:
+        rate, base = cfg.nodes * c.rate_per_node_s, c.detect_s + common
+        short = pool_short_probability(cfg, c.domain_nodes) if c.replace and cfg.replace_s > 0 else 0.0
+        out += [(rate * (1.0 - short), base), (rate * short, base + cfg.replace_s)]
+    save = ck.write_s if ck.mode != "none" else 0.0
+    out.append((cfg.planned_per_s, save + cfg.maintenance_s + cfg.restart_s + load + cfg.warmup_s))
+    return [(rate, lost) for rate, lost in out if rate > 0.0]
+
+
+def effective_recovery_s(cfg: HorizonConfig, mtbf_s: float) -> float:
+    """The single recovery time ``R`` whose ``e^{R/M}`` is the mean of ``e^{R_i/M}`` (Daly Eq. 9).
+
+    A recovery that may itself be interrupted costs ``e^{R/M}`` in expectation, so a rare but
+    long wait (no spare free, ``replace_s``) weighs by its exponential, not by its mean.
+    """
+    outcomes = recovery_outcomes(cfg)
+    total = sum(rate for rate, _ in outcomes)
+    if total <= 0.0:
+        return mean_recovery_s(cfg)
+    if math.isinf(mtbf_s):
+        return sum(rate * lost for rate, lost in outcomes) / total
+    logs = [math.log(rate / total) + lost / mtbf_s for rate, lost in outcomes]
+    top = max(logs)
+    if math.isinf(top):
+        return math.inf
+    return mtbf_s * (top + math.log(sum(math.exp(x - top) for x in logs)))
+
+
 def replica_cost(cfg: HorizonConfig) -> Cost:
     """Expected MTBF, dump, recovery, span, random events and stepped cycles of one replica.
 
@@ -88,7 +181,7 @@ def replica_cost(cfg: HorizonConfig) -> Cost:
     ck = cfg.checkpoint
     tau = min(ck.interval_s, cfg.work_s) if ck.mode != "none" else cfg.work_s
     dump = 0.0 if ck.mode == "none" else ck.blocking_s + ck.persist_s
-    recovery = mean_recovery_s(cfg)
+    recovery = effective_recovery_s(cfg, mtbf)
     log_ratio = daly_log_expected_wall_per_work(tau, dump, recovery, mtbf)
     if math.isinf(mtbf) and math.isfinite(tau):
         log_ratio = math.log1p(dump / tau)
@@ -109,9 +202,16 @@ def check_progress(cfg: HorizonConfig, cost: Cost) -> None:
         else f"{cost.work_fraction:.3g}"
     dump = "no checkpoints (every failure restarts from the start)" if cfg.checkpoint.mode == "none" \
         else f"checkpoint write+persist {cost.dump_s:.4g} s every {cfg.checkpoint.interval_s:.4g} s"
-    raise SpecError(PROGRESS_KEYS, (
+    keys, wait = PROGRESS_KEYS, ""
+    if cost.recovery_s > cost.mtbf_s:
+        keys = f"{PROGRESS_KEYS} / {RECOVERY_KEYS}"
+    if cost.recovery_s > 2.0 * effective_recovery_s(replace(cfg, replace_s=0.0), cost.mtbf_s):
+        keys, wait = f"{PROGRESS_KEYS} / {WAIT_KEYS}", (
+            f", with the wait for a replacement node ({cfg.replace_s:.4g} s when fewer than "
+            f"{cfg.spares} spares are free; add spares or shorten it)")
+    raise SpecError(keys, (
         f"the run cannot make progress: job MTBF {cost.mtbf_s:.4g} s ({cfg.nodes} nodes) against "
-        f"{dump} and recovery {cost.recovery_s:.4g} s; expected useful fraction {fraction} < "
+        f"{dump} and recovery {cost.recovery_s:.4g} s{wait}; expected useful fraction {fraction} < "
         f"{MIN_WORK_FRACTION:g} (Daly 2006 Eq. 9): raise the storage bandwidth, change the "
         f"interval, lower the failure rate or set reliability.horizon_days"))
 
@@ -154,7 +254,7 @@ def check_bounds(configs: tuple[HorizonConfig, ...], replicas: int, loop: str = 
         check_events(cost)
         stepped = cost.stepped_cycles if loop == "simpy" or cfg.checkpoint.mode == "in-memory" else 0.0
         weight = SIMPY_COST if loop == "simpy" else 1.0
-        total += replicas * weight * (cost.events + stepped + REPLICA_COST)
+        total += replicas * (weight * (cost.events + 1.0) + STEP_COST * stepped + REPLICA_COST)
     if total > MAX_TOTAL_WORK:
         raise SpecError("--replicas", (
             f"{replicas} replicas x {len(configs)} evaluations ({loop} loop) is {total:.3g} units "

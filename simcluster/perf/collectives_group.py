@@ -18,6 +18,7 @@ Sharing assumptions (reference/network.md sections 2.2 and 7.2):
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass
 
@@ -138,11 +139,29 @@ def comm_group(topo: TopologySpec, size: int, stride: int) -> CommGroup:
     CommGroup
         Its shape and per-rank effective bandwidth/latency numbers.
     """
-    ranks = group_ranks(size, stride)
+    if size < 1 or stride < 1:
+        group_ranks(size, stride)  # raises the SpecError naming the bad value
     dom = domain_size(topo)
-    counts = Counter(r // dom for r in ranks)
-    first = [r % dom for r in ranks if r // dom == 0]
-    per_node = min(counts.values())
+    first = [i * stride for i in range(min(size, -(-dom // stride)))]  # the ranks of domain 0
+    domains, per_node = domain_counts(size, stride, dom)
     intra = intra_cost(topo, [g % topo.gpus_per_node for g in first]) if len(first) > 1 else None
-    inter = inter_cost(topo) if len(counts) > 1 else None
-    return CommGroup(size, len(counts), per_node, intra, inter)
+    inter = inter_cost(topo) if domains > 1 else None
+    return CommGroup(size, domains, per_node, intra, inter)
+
+
+def domain_counts(size: int, stride: int, dom: int) -> tuple[int, int]:
+    """Domains the ranks ``i*stride`` (``i < size``) fall in, and the fewest ranks of any of them.
+
+    Closed form (a group of 2**70 ranks is not listed): with ``stride < dom`` no domain is skipped,
+    and the count of a full domain ``d`` depends on ``d*dom mod stride`` only, which repeats every
+    ``stride / gcd(stride, dom)`` domains; the last domain may be partial.
+    """
+    if stride >= dom:
+        return size, 1
+    last = (size - 1) * stride // dom
+
+    def count(d: int) -> int:
+        return min(size, -(-(d + 1) * dom // stride)) - -(-d * dom // stride)
+
+    period = stride // math.gcd(stride, dom)
+    return last + 1, min(count(d) for d in (*range(min(last + 1, period)), last))

@@ -230,6 +230,8 @@ def in_flight_units(par: ParallelismSpec, stage: int) -> tuple[int, ...]:
     units = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
     counts = [0] * v
     for first in range(0, m, p):
+        if units == 0:  # nothing left to place: the rest of the m/p groups add nothing
+            break
         group = min(p, m - first)
         for chunk in range(v):
             take = min(group, units)

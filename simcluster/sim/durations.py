@@ -28,6 +28,9 @@ Parts = tuple[tuple[str, float], ...]
 
 #: Megatron-LM's minimum gradient bucket, parameters (``bucket_size = max(40000000, 1000000 * dp)``).
 BUCKET_PARAMS = 40_000_000
+#: Most gradient buckets of one chunk: above it buckets grow (2**16 x 40M = 2.6e12 parameters in one
+#: chunk, far above any real model), so that the DES's bucket count stays bounded.
+MAX_BUCKETS = 2**16
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,7 +131,7 @@ def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float,
     par = s.parallelism
     if par.dp == 1 or params <= 0:
         return ()
-    count = math.ceil(params / max(BUCKET_PARAMS, 1_000_000 * par.dp))
+    count = min(math.ceil(params / max(BUCKET_PARAMS, 1_000_000 * par.dp)), MAX_BUCKETS)
     reduce = comm_plan.dp_reduce_s if final else comm_plan.zero2_scatter_s
     one = reduce(s, groups, params / count, grad_bytes_for(s.precision))
     return (one,) * count if one > 0 else ()

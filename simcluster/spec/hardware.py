@@ -16,6 +16,20 @@ DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
 SCALE_UP_KINDS = ("nvswitch", "nvlink-bridge", "pcie", "nvl-domain")
 FABRICS = ("fat-tree", "rail-optimized", "single-switch")
 
+# Node-level counts have upper limits far above real hardware, so that a typo (8e6 NICs) is refused
+# instead of building a link graph of millions of vertices per node.
+#: GPUs in one node: real servers hold 4-16 (DGX H100 8, HGX B200 8, GB200 tray 4); 1024 is above
+#: the largest NVLink domain sold (NVL576), which a node could at most be.
+MAX_GPUS_PER_NODE = 1024
+#: GPUs in one NVLink domain: NVL72 and NVL576 exist; 16384 is far above both.
+MAX_DOMAIN_GPUS = 16384
+#: Scale-out NICs in one node: real nodes have 1-16 (DGX H100: 8 compute NICs).
+MAX_NICS_PER_NODE = 64
+#: CPU sockets in one host: real hosts have 1-8.
+MAX_CPU_SOCKETS = 16
+#: Ports of one switch: real switch ASICs have 32-512 (Quantum-2 64 x 400G, Tomahawk 5 512 x 100G).
+MAX_SWITCH_RADIX = 4096
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AcceleratorSpec:
@@ -73,8 +87,9 @@ class ScaleUpSpec:
     bandwidth_Bps: float = spec_field(unit="GBps", gt=0, doc="per GPU (per bridge), per direction")
     latency_s: float = spec_field(2e-6, unit="us", ge=0)
     nvls: bool = spec_field(False, doc="NVLink SHARP (in-switch reduction)")
-    domain_gpus: int = spec_field(0, ge=0, doc="nvl-domain: GPUs in one NVLink domain")
-    bridge_gpus: int = spec_field(2, ge=2, doc="nvlink-bridge: GPUs joined by one bridge")
+    domain_gpus: int = spec_field(0, ge=0, le=MAX_DOMAIN_GPUS, doc="nvl-domain: GPUs in one NVLink domain")
+    bridge_gpus: int = spec_field(2, ge=2, le=MAX_GPUS_PER_NODE,
+                                  doc="nvlink-bridge: GPUs joined by one bridge")
 
     def __post_init__(self) -> None:
         if self.nvls and self.kind not in ("nvswitch", "nvl-domain"):
@@ -89,8 +104,8 @@ class HostSpec:
 
     pcie_Bps: float = spec_field(32e9, unit="GBps", gt=0, doc="per GPU x16 link, per direction")
     pcie_latency_s: float = spec_field(1e-6, unit="us", ge=0)
-    gpus_per_pcie_switch: int = spec_field(1, ge=1)
-    cpu_sockets: int = spec_field(1, ge=1)
+    gpus_per_pcie_switch: int = spec_field(1, ge=1, le=MAX_GPUS_PER_NODE)
+    cpu_sockets: int = spec_field(1, ge=1, le=MAX_CPU_SOCKETS)
     inter_socket_Bps: float = spec_field(32e9, unit="GBps", gt=0)
 
 
@@ -98,12 +113,12 @@ class HostSpec:
 class ScaleOutSpec:
     """NICs and the fabric between nodes."""
 
-    nics_per_node: int = spec_field(1, ge=0)
+    nics_per_node: int = spec_field(1, ge=0, le=MAX_NICS_PER_NODE)
     nic_Bps: float = spec_field(12.5e9, unit="Gbps", gt=0, doc="per NIC, per direction")
     fabric: str = spec_field("fat-tree", choices=FABRICS)
     oversubscription: float = spec_field(1.0, ge=1.0, doc="leaf downlink / uplink bandwidth")
     latency_s: float = spec_field(5e-6, unit="us", ge=0)
-    switch_radix: int = spec_field(64, ge=2)
+    switch_radix: int = spec_field(64, ge=2, le=MAX_SWITCH_RADIX)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -114,7 +129,7 @@ class TopologySpec:
     name: str = spec_field("custom")
     description: str = spec_field("")
     accelerator: AcceleratorSpec = spec_field()
-    gpus_per_node: int = spec_field(ge=1)
+    gpus_per_node: int = spec_field(ge=1, le=MAX_GPUS_PER_NODE)
     scale_up: ScaleUpSpec = spec_field()
     host: HostSpec = spec_field(HostSpec())
     scale_out: ScaleOutSpec = spec_field(ScaleOutSpec())

@@ -17,13 +17,28 @@ FFN_ACTS = ("gelu", "swiglu")
 POSITIONS = ("learned", "rope", "alibi")
 NORMS = ("layernorm", "rmsnorm")
 
+# Model dimensions have upper limits far above any real model, so that a typo (vocab 5e13, hidden
+# 8e43) is refused instead of allocating or looping by its size.
+#: Transformer blocks: real models have at most ~130 (Llama 3 405B: 126).
+MAX_LAYERS = 10_000
+#: Hidden size (and heads): real models have at most ~2**14-2**15 (Llama 3 405B: 16384).
+MAX_HIDDEN = 2**20
+#: FFN inner size: real models have at most ~2**16-2**17 (Llama 3 405B: 53248).
+MAX_FFN_HIDDEN = 2**22
+#: Vocabulary: real models have at most ~2**18 (Gemma: 256k).
+MAX_VOCAB = 2**24
+#: Sequence length: the longest trained contexts are ~2**20-2**23 tokens.
+MAX_SEQ_LEN = 2**24
+#: Experts per MoE layer: real models have at most a few hundred (DeepSeek-V3: 256).
+MAX_EXPERTS = 2**16
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoESpec:
     """Mixture of experts: ``experts`` FFNs per layer, ``top_k`` of them active per token."""
 
-    experts: int = spec_field(ge=1)
-    top_k: int = spec_field(ge=1)
+    experts: int = spec_field(ge=1, le=MAX_EXPERTS)
+    top_k: int = spec_field(ge=1, le=MAX_EXPERTS)
 
     def __post_init__(self) -> None:
         if self.top_k > self.experts:
@@ -52,14 +67,14 @@ class ModelSpec:
     """
 
     name: str = spec_field("custom")
-    layers: int = spec_field(ge=1)
-    hidden: int = spec_field(ge=1)
-    heads: int = spec_field(ge=1)
-    kv_heads: int = spec_field(ge=1, derived=True)
-    ffn_hidden: int = spec_field(ge=1, derived=True)
+    layers: int = spec_field(ge=1, le=MAX_LAYERS)
+    hidden: int = spec_field(ge=1, le=MAX_HIDDEN)
+    heads: int = spec_field(ge=1, le=MAX_HIDDEN)
+    kv_heads: int = spec_field(ge=1, le=MAX_HIDDEN, derived=True)
+    ffn_hidden: int = spec_field(ge=1, le=MAX_FFN_HIDDEN, derived=True)
     ffn_act: str = spec_field("gelu", choices=FFN_ACTS)
-    vocab: int = spec_field(ge=1)
-    seq_len: int = spec_field(ge=1)
+    vocab: int = spec_field(ge=1, le=MAX_VOCAB)
+    seq_len: int = spec_field(ge=1, le=MAX_SEQ_LEN)
     tied_embeddings: bool = spec_field(False)
     bias: bool = spec_field(True, doc="linear layers carry biases (GPT, BLOOM) or not (Llama)")
     position: str = spec_field("learned", choices=POSITIONS)

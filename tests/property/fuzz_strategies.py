@@ -125,7 +125,9 @@ def set_path(doc: Doc, path: KeyPath, value: object) -> None:
     node: Any = doc
     for key in path[:-1]:
         if isinstance(node, list):
-            node = node[int(key)]
+            if not isinstance(key, int) or not -len(node) <= key < len(node):
+                return  # an earlier mutation made this a list: the path no longer exists
+            node = node[key]
             continue
         child = node.get(key)
         if isinstance(child, str):

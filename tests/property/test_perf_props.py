@@ -137,3 +137,21 @@ def test_flops_linear_in_batch_and_ordered_by_recompute(model: str, batch: int) 
     hw = [hardware_flops_per_iteration(m, batch, r) for r in ("none", "selective", "full")]
     assert model_flops_per_iteration(m, batch) == hw[0] < hw[1] < hw[2]
     assert hw[2] < 4 / 3 * hw[0] + 1e-6 * hw[0]  # full recompute adds at most one forward
+
+
+@settings(max_examples=300, deadline=None)
+@given(size=st.integers(1, 300), stride=st.integers(1, 40), dom=st.integers(1, 40))
+def test_domain_counts_closed_form_equals_listing_the_ranks(size: int, stride: int, dom: int) -> None:
+    from collections import Counter
+
+    from simcluster.perf.collectives_group import domain_counts
+    counts = Counter(i * stride // dom for i in range(size))
+    assert domain_counts(size, stride, dom) == (len(counts), min(counts.values()))
+
+
+def test_a_group_of_2_to_the_70_ranks_is_placed_without_listing_them() -> None:
+    from simcluster.perf.collectives_group import comm_group
+    from simcluster.spec.loader import load_topology
+    topo = load_topology("dgx-h100")
+    group = comm_group(topo, 2**70, 1)
+    assert (group.nodes, group.ranks_per_node) == (2**70 // 8, 8)

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
+import yaml
 
+from simcluster.cli import main
 from simcluster.flows.engine import simulate
 from simcluster.flows.plan import FlowClass, Phase, Transfer, scaled, with_latencies
+
+ROOT = Path(__file__).resolve().parents[2]
 
 A = (("x", 0), ("y", 0))
 B = (("y", 0), ("z", 0))
@@ -55,3 +60,17 @@ def test_no_bandwidth_never_finishes() -> None:
 def test_scaled_and_with_latencies() -> None:
     t = with_latencies(scaled(_one(((A, 1.0),), 1.0), 50.0), [4.0])
     assert simulate([t], {A: 10.0}).finish_s == pytest.approx((9.0,))
+
+
+@pytest.mark.parametrize("op", ["all_to_all", "send_recv"])
+def test_a_rate_beyond_the_clock_resolution_finishes(tmp_path: Path, op: str,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    # scale_up.bandwidth_GBps 1.5e42: time left below one ulp of the clock looped forever
+    doc = yaml.safe_load((ROOT / "topologies" / "dgx-h100.yaml").read_text())
+    doc["scale_up"]["bandwidth_GBps"] = 1.5e42
+    path = tmp_path / "fast.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    argv = ["collective", "--topology", str(path), "--nodes", "2", "--tier", "B", "--bytes", "1M",
+            "--op", op, "--json"]
+    assert main(argv) == 0
+    assert "busbw" in capsys.readouterr().out

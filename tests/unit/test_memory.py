@@ -287,3 +287,13 @@ def test_fp32_doubles_activations() -> None:
     a, b = estimate_memory(base).stages[0], estimate_memory(fp32).stages[0]
     assert b.activations_bytes == 2 * a.activations_bytes
     assert b.weights_bytes == 2 * a.weights_bytes
+
+
+def test_interleaved_units_at_the_batch_cap_are_the_same_as_for_a_few_groups() -> None:
+    """The loop stops once every unit is placed (a 2**40 batch looped over 2**40/p groups)."""
+    par = load_scenario(GPT3_175B).parallelism
+    per = par.micro_batch * par.dp
+    huge = dataclasses.replace(par, global_batch=2**40 // per * per)
+    few = dataclasses.replace(par, global_batch=par.pp * (par.virtual_stages + 2) * per)
+    for stage in (0, par.pp - 1):
+        assert in_flight_units(huge, stage) == in_flight_units(few, stage)

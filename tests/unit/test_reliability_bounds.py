@@ -173,6 +173,95 @@ def test_gap_blocks_are_capped_whatever_the_expected_count() -> None:
     assert len(rec.sizes) > 2
 
 
+@pytest.mark.parametrize("override", [
+    ["reliability.replace_s=7.2e9", "--seed", "7"],  # hung: the pool ran dry, a 228-year wait
+    ["reliability.replace_s=1e40"],
+    # 128 failures a day against 2 spares and 2 h replacements: every wait re-triggered (hung)
+    ["reliability.failure_rate_per_node_day=1.00379"],
+])
+def test_replacement_wait_counts_in_the_progress_floor(capsys: pytest.CaptureFixture[str],
+                                                       override: list[str]) -> None:
+    argv = ["reliability", SMALL, "--replicas", "2", "--loop", "simpy", "--interval-sweep", "20:40:20",
+            "--set", *override]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "Traceback" not in err
+    for word in ("reliability.replace_s", "reliability.spares", "cannot make progress", "spares"):
+        assert word in err
+
+
+def test_effective_recovery_weighs_a_rare_wait_by_its_exponential() -> None:
+    from simcluster.horizon.bounds import effective_recovery_s, poisson_tail, pool_short_probability
+    assert poisson_tail(0.1, 2) == pytest.approx(1.0 - math.exp(-0.1) * 1.1)
+    assert poisson_tail(5.0, 0) == 1.0
+    assert poisson_tail(0.0, 1) == 0.0
+    assert poisson_tail(1.0, 1000) < 1e-300
+    assert poisson_tail(1e6, 10**6) == pytest.approx(0.5, abs=1e-3)
+    gpu = FailureClass(name="gpu", rate_per_node_s=1e-6, detect_s=30.0)
+    cfg = _cfg(classes=(gpu,), spares=2, replace_s=7200.0)
+    short = pool_short_probability(cfg, 1)
+    assert short == pytest.approx(poisson_tail(10 * 1e-6 * 14400.0 * math.exp(0.5), 2))
+    mtbf = 1.0 / cfg.failure_rate_s
+    base = effective_recovery_s(replace(cfg, replace_s=0.0), mtbf)
+    assert base == pytest.approx(30.0)
+    mean = base + short * 7200.0
+    assert mean < effective_recovery_s(cfg, mtbf) < 1.05 * mean  # W << M: near the mean, above it
+    huge = replace(cfg, replace_s=1e3 * mtbf)
+    assert effective_recovery_s(huge, mtbf) > 0.9e3 * mtbf  # W >> M: the exponential dominates
+    assert replica_cost(huge).work_fraction == 0.0
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("reliability.diagnose_s=3e42", "reliability.diagnose_s"),  # was an OverflowError
+    ("reliability.maintenance_s=1e40", "reliability.maintenance_s"),
+    ("reliability.planned_per_day=1e39", "reliability.failure_rate_per_node_day"),  # numpy ValueError
+])
+def test_long_recoveries_are_refused_naming_their_keys(capsys: pytest.CaptureFixture[str], override: str,
+                                                       key: str) -> None:
+    assert main(["reliability", SMALL, "--replicas", "2", "--set", override]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert key in err
+    assert "cannot make progress" in err
+
+
+def test_each_replica_costs_its_fixed_overhead() -> None:
+    """100,000 replicas of a quiet run (about 15 events each) took 26 s: the replica cost counts."""
+    from simcluster.horizon.bounds import MAX_TOTAL_WORK, REPLICA_COST
+    quiet = _cfg(classes=(), work_s=1e5)
+    assert replica_cost(quiet).events == 0.0
+    many = int(MAX_TOTAL_WORK / (REPLICA_COST + 1.0)) + 1
+    check_bounds((quiet,), many - 2)
+    with pytest.raises(SpecError, match="units of work"):
+        check_bounds((quiet,), many)
+
+
+@pytest.mark.parametrize("sweep", [["--interval-sweep", "20:60:20"], ["--optimize-interval"]])
+def test_sweep_and_base_are_checked_together_before_any_replica_runs(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, sweep: list[str]) -> None:
+    import simcluster.horizon as horizon
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a replica ran before the limits were checked")
+
+    monkeypatch.setattr(horizon, "simulate_reliability", never)
+    assert main(["reliability", SMALL, "--replicas", "20000", *sweep]) == 2
+    assert "units of work" in capsys.readouterr().err
+
+
+def test_simpy_stepped_cycles_cost_less_than_simpy_events() -> None:
+    """Measured: a stepped cycle ~3 us, a SimPy event ~13 us; the benchmark's 20 SimPy replicas of
+    the 16k-GPU run (22,650 cycles each) stay within the limit, ten times as many do not."""
+    from simcluster.horizon.bounds import REPLICA_COST, SIMPY_COST, STEP_COST
+    assert STEP_COST < 1.0 < SIMPY_COST
+    cfg = _cfg(classes=(), work_s=600.0 * 22650)
+    cycles = replica_cost(cfg).stepped_cycles
+    check_bounds((cfg,), 20, "simpy")
+    with pytest.raises(SpecError, match="units of work"):
+        check_bounds((cfg,), int(1e6 / (STEP_COST * cycles + SIMPY_COST + REPLICA_COST)) + 1, "simpy")
+
+
 def test_many_replicas_of_a_cheap_run_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
     """100,000 replicas of the 1k-H100 run (16 events each, 0.29 ms a replica) would take about
     30 s: refused with the flag named; 1000 of them run."""
