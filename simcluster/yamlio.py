@@ -140,12 +140,17 @@ def load(text: str | bytes) -> Any:
         Invalid YAML; :class:`DuplicateKeyError`; :class:`DocumentShapeError` (also for nesting so
         deep that the parser itself runs out of stack).
     """
-    if _nesting_bound(text if isinstance(text, str) else text.decode("utf-8", "replace")) > SCAN_ABOVE:
-        _scan_depth(text)
     try:
+        if _nesting_bound(text if isinstance(text, str) else text.decode("utf-8", "replace")) > SCAN_ABOVE:
+            _scan_depth(text)
         return yaml.load(text, Loader=Loader)
     except RecursionError:
         raise DocumentShapeError(f"nests deeper than {MAX_DEPTH} levels") from None
+    except yaml.YAMLError as err:
+        # libyaml >= 0.2.5 (PyYAML 6.0.4 wheels) stops at its own depth limit, in its own words
+        if not isinstance(err, DocumentShapeError) and "nesting depth" in str(err):
+            raise DocumentShapeError(f"nests deeper than {MAX_DEPTH} levels") from None
+        raise
 
 
 #: Above this bound on the nesting, the text's events are scanned before composing: libyaml's
