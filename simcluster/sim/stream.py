@@ -1,0 +1,202 @@
+"""A stage's compute stream as event callbacks instead of a SimPy process.
+
+The stream runs the schedule's ops in order, then waits for its DP reduction, arrives at the
+optimizer barrier and runs the optimizer. The common op (no DP bucket, no ZeRO-3) is driven by
+callbacks on its own events: the message it waits for, its compute timer, the end of its
+pipeline send. The rest (bucketed and ZeRO-3 ops, the step's tail) stays in :class:`Device`'s
+generators, driven here exactly as ``yield from`` inside a SimPy process would drive them.
+
+Ordering: every callback is appended to the same event, at the same moment, as the process's
+``_resume`` would have been, so SimPy's queue holds the same entries in the same order and the
+records come out identical. Only the process's own start and end events are different: the start
+is one URGENT entry at time 0 in creation order (SimPy's ``Initialize``), the end schedules
+nothing (nobody waits for a compute stream; :attr:`ComputeStream.finished` tells the deadlock
+check).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from heapq import heappush
+from typing import Any
+
+import simpy
+from simpy.events import NORMAL, PENDING, URGENT
+
+from simcluster.sim.device import Device
+from simcluster.sim.plan import Op, StagePlan, in_link, out_link
+
+_new_event = object.__new__
+
+
+class ComputeStream:
+    """One (replica class, stage) compute stream; :meth:`start` schedules its first step."""
+
+    __slots__ = ("_dev", "_env", "_fabric", "_gen", "_index", "_links", "_msgs", "_on_computed",
+                 "_on_sent", "_ops", "_optimizer_s", "_queue", "_start", "_then", "finished")
+
+    def __init__(self, env: simpy.Environment, dev: Device, plan: StagePlan) -> None:
+        self._env = env
+        self._queue = env._queue
+        self._dev = dev
+        self._fabric = dev.fabric
+        self._ops = plan.ops
+        self._optimizer_s = plan.optimizer_s
+        self._index = 0
+        self._start = 0.0
+        self._gen: Generator[simpy.Event, Any, None] | None = None
+        self._then: Callable[[], None] = self._next
+        self._links: dict[int, tuple[str, str]] = {}
+        self._msgs = self._fabric.messages(dev.group)
+        self.finished = False
+        self._on_computed = self._computed  # bound once, not once per op
+        self._on_sent = self._sent
+
+    def start(self) -> None:
+        """Schedule the stream's start: an URGENT event now, as ``env.process`` does."""
+        env = self._env
+        ev: simpy.Event = _new_event(simpy.Event)
+        ev.env = env
+        ev.callbacks = [self._begin]
+        ev._value = None
+        ev._ok = True
+        heappush(self._queue, (env._now, URGENT, next(env._eid), ev))
+
+    def _begin(self, _: simpy.Event) -> None:
+        self._next()
+
+    # -- the common op ------------------------------------------------------------------------
+
+    def _next(self) -> None:
+        """Start op ``_index`` (or the tail once the ops are done)."""
+        ops = self._ops
+        if self._index == len(ops):
+            self._delegate(self._tail(), self._finish)
+            return
+        op = ops[self._index]
+        if op.recv is not None:
+            ev = self._msgs.get(op.recv)
+            if ev is None:
+                ev = self._msgs[op.recv] = self._env.event()
+            if ev._value is PENDING:
+                self._start = self._env._now
+                ev.callbacks.append(self._got_message)
+                return
+        self._compute(op)
+
+    def _got_message(self, ev: simpy.Event) -> None:
+        """The awaited message arrived: book the wait (:meth:`Device.wait_message`)."""
+        env, dev, start = self._env, self._dev, self._start
+        now = env._now
+        op = self._ops[self._index]
+        if now > start:
+            key = op.recv
+            assert key is not None
+            flow_eid, flow_start = ev._value
+            pp = now - max(start, flow_start)
+            parts = (("bubble", now - start - pp), ("pp_comm", pp))
+            dev.last = self._fabric.record(dev.group, dev.stage, "compute",
+                                           f"wait {key[0]}{key[1]} mb{key[2]}", "bubble",
+                                           start, parts, flow_eid)
+        self._compute(op)
+
+    def _compute(self, op: Op) -> None:
+        if op.zero3 is not None:
+            self._delegate(self._dev.run_layers(op, op.zero3), self._after_compute)
+            return
+        if op.buckets:
+            self._delegate(self._dev.run(op), self._after_compute)
+            return
+        env = self._env
+        delay = op.duration_s
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        now = env._now
+        self._start = now
+        ev: simpy.Event = _new_event(simpy.Event)
+        ev.env = env
+        ev.callbacks = [self._on_computed]
+        ev._value = None
+        ev._ok = True
+        heappush(self._queue, (now + delay, NORMAL, next(env._eid), ev))
+
+    def _computed(self, _: simpy.Event) -> None:
+        dev = self._dev
+        op = self._ops[self._index]
+        dev.last = self._fabric.record(dev.group, dev.stage, "compute", op.name, "compute",
+                                       self._start, op.parts, dev.last)
+        self._after_compute()
+
+    def _after_compute(self) -> None:
+        op = self._ops[self._index]
+        send = op.send
+        if send is None:
+            self._index += 1
+            self._next()
+            return
+        dev = self._dev
+        self._start = self._env._now
+        links = self._links.get(send.dst)
+        if links is None:
+            links = self._links[send.dst] = (out_link(dev.group, dev.stage),
+                                             in_link(dev.group, send.dst))
+        done = self._fabric.network.transfer(op.name, links, send.work_s)
+        done.callbacks.append(self._on_sent)
+
+    def _sent(self, _: simpy.Event) -> None:
+        """The blocking send ended (:meth:`Device.send`): record it, deliver the message."""
+        dev, fabric = self._dev, self._fabric
+        op = self._ops[self._index]
+        send = op.send
+        assert send is not None
+        start = self._start
+        dev.last = fabric.record(dev.group, dev.stage, "p2p", f"send {op.name}", "pp_comm",
+                                 start, (("pp_comm", send.work_s),), dev.last)
+        fabric.deliver(dev.group, send.key, (dev.last, start))
+        self._index += 1
+        self._next()
+
+    # -- generators, as ``yield from`` inside a process -----------------------------------------
+
+    def _tail(self) -> Generator[simpy.Event, Any, None]:
+        dev = self._dev
+        yield from dev.wait_dp()
+        yield from dev.barrier()
+        yield from dev.optimizer(self._optimizer_s)
+
+    def _finish(self) -> None:
+        self.finished = True
+
+    def _delegate(self, gen: Generator[simpy.Event, Any, None], then: Callable[[], None]) -> None:
+        self._gen, self._then = gen, then
+        self._send(None)
+
+    def _resume(self, ev: simpy.Event) -> None:
+        if ev._ok:
+            self._send(ev._value)
+            return
+        ev._defused = True  # type: ignore[attr-defined]  # SimPy's Process._resume does this
+        exc = type(ev._value)(*ev._value.args)
+        exc.__cause__ = ev._value
+        self._send(None, exc)
+
+    def _send(self, value: Any, exc: BaseException | None = None) -> None:
+        """Run the delegated generator until it waits on a pending event or returns."""
+        gen = self._gen
+        assert gen is not None
+        while True:
+            try:
+                ev = gen.throw(exc) if exc is not None else gen.send(value)
+            except StopIteration:
+                self._gen = None
+                self._then()
+                return
+            exc = None
+            if ev.callbacks is not None:
+                ev.callbacks.append(self._resume)
+                return
+            if not ev._ok:
+                ev._defused = True  # type: ignore[attr-defined]
+                exc = type(ev._value)(*ev._value.args)
+                exc.__cause__ = ev._value
+            value = ev._value
