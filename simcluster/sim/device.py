@@ -18,7 +18,7 @@ from typing import Any
 import simpy
 
 from simcluster.observe.records import OpRecord
-from simcluster.sim.engine import fire
+from simcluster.sim.engine import fire, timeout
 from simcluster.sim.network import Network, Transfer
 from simcluster.sim.plan import (
     MsgKey,
@@ -97,10 +97,10 @@ class Fabric:
         if len(self.arrivals) == self.expected:
             fire(self.barrier, eid)
 
-    def dp_links(self, stage: int) -> list[str]:
+    def dp_links(self, stage: int) -> tuple[str, ...]:
         """Links of a DP bucket collective: the stage's ports in every replica class."""
         names = [g.name for g in self.plan.groups]
-        return [out_link(n, stage) for n in names] + [in_link(n, stage) for n in names]
+        return tuple([out_link(n, stage) for n in names] + [in_link(n, stage) for n in names])
 
 
 class Device:
@@ -125,10 +125,10 @@ class Device:
         start = self.env.now
         done = 0.0
         for bucket, fraction in op.buckets:
-            yield self.env.timeout(max(fraction * op.duration_s - done, 0.0))
+            yield timeout(self.env, max(fraction * op.duration_s - done, 0.0))
             done = max(done, fraction * op.duration_s)
             self.fabric.event("ready", self.group_index, self.stage, bucket).succeed(self.last)
-        yield self.env.timeout(op.duration_s - done)
+        yield timeout(self.env, op.duration_s - done)
         self._book(op.name, "compute", start, op.parts, self.last)
 
     def run_layers(self, op: Op, z: Zero3Pass) -> Proc:
@@ -209,7 +209,7 @@ class Device:
     def optimizer(self, duration_s: float) -> Proc:
         """The optimizer step of this GPU's shard."""
         start = self.env.now
-        yield self.env.timeout(duration_s)
+        yield timeout(self.env, duration_s)
         self._book("optimizer", "optimizer", start, (("optimizer", duration_s),), self.last)
 
 

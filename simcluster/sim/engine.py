@@ -13,7 +13,7 @@ from heapq import heappop, heappush
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, PENDING
 
 _new_event = object.__new__
 
@@ -46,6 +46,15 @@ def fire(event: simpy.Event, value: Any) -> None:
     event._ok = True
     event._value = value
     event.callbacks = None  # type: ignore[assignment]
+
+
+def pending(env: simpy.Environment) -> simpy.Event:
+    """A new untriggered event: ``env.event()`` without its constructor call."""
+    ev: simpy.Event = _new_event(simpy.Event)
+    ev.env = env
+    ev.callbacks = []
+    ev._value = PENDING
+    return ev
 
 
 def timeout(env: simpy.Environment, delay: float, value: Any = None) -> simpy.Event:
