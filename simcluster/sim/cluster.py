@@ -14,7 +14,8 @@ import simpy
 
 from simcluster.errors import SimclusterError
 from simcluster.observe.records import OpRecord
-from simcluster.sim.device import Device, Fabric, dp_stream
+from simcluster.sim.device import Device, Fabric
+from simcluster.sim.dpstream import DpStream
 from simcluster.sim.engine import drain
 from simcluster.sim.plan import StepPlan
 from simcluster.sim.stream import ComputeStream
@@ -61,7 +62,7 @@ def wire(built: Built, plan: StepPlan) -> list[ComputeStream]:
         proc.start()
     for stage, buckets in enumerate(plan.dp_buckets):
         if buckets:
-            env.process(dp_stream(env, fabric, stage))
+            DpStream(env, fabric, stage).start()
     return procs
 
 

@@ -19,7 +19,7 @@ import simpy
 
 from simcluster.observe.records import OpRecord
 from simcluster.sim.engine import fire, timeout
-from simcluster.sim.network import Network, Transfer
+from simcluster.sim.network import Network
 from simcluster.sim.plan import (
     MsgKey,
     Op,
@@ -120,17 +120,6 @@ class Device:
         self.last = self.fabric.record(self.group, self.stage, "compute", name, category,
                                        start_s, parts, gate)
 
-    def run(self, op: Op) -> Proc:
-        """Run a compute op, marking its DP buckets ready at their fractions of the op."""
-        start = self.env.now
-        done = 0.0
-        for bucket, fraction in op.buckets:
-            yield timeout(self.env, max(fraction * op.duration_s - done, 0.0))
-            done = max(done, fraction * op.duration_s)
-            self.fabric.event("ready", self.group_index, self.stage, bucket).succeed(self.last)
-        yield timeout(self.env, op.duration_s - done)
-        self._book(op.name, "compute", start, op.parts, self.last)
-
     def run_layers(self, op: Op, z: Zero3Pass) -> Proc:
         """Run ``op`` layer by layer with its ZeRO-3 gathers and reduce-scatters.
 
@@ -211,19 +200,3 @@ class Device:
         start = self.env.now
         yield timeout(self.env, duration_s)
         self._book("optimizer", "optimizer", start, (("optimizer", duration_s),), self.last)
-
-
-def dp_stream(env: simpy.Environment, fabric: Fabric, stage: int) -> Proc:
-    """A stage's DP stream: each bucket's collective once every replica class has produced it."""
-    groups = range(len(fabric.plan.groups))
-    links = fabric.dp_links(stage)
-    last = -1
-    for bucket, work in enumerate(fabric.plan.dp_buckets[stage]):
-        ready = [fabric.event("ready", g, stage, bucket) for g in groups]
-        yield env.all_of(ready)
-        start = env.now
-        gate = max([last, *(int(_value(ev)) for ev in ready)])
-        done: Transfer = yield fabric.network.transfer(f"bucket {bucket}", links, work)
-        last = fabric.record("all", stage, "dp", f"{done.name} s{stage}", "dp_comm", start,
-                             (("dp_comm", work),), gate)
-    fire(fabric.event("dp_done", stage), last)

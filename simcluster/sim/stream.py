@@ -1,9 +1,9 @@
 """A stage's compute stream as event callbacks instead of a SimPy process.
 
 The stream runs the schedule's ops in order, then waits for its DP reduction, arrives at the
-optimizer barrier and runs the optimizer. The common op (no DP bucket, no ZeRO-3) is driven by
-callbacks on its own events: the message it waits for, its compute timer, the end of its
-pipeline send. The rest (bucketed and ZeRO-3 ops, the step's tail) stays in :class:`Device`'s
+optimizer barrier and runs the optimizer. Every op but ZeRO-3's is driven by callbacks on its
+own events: the message it waits for, its compute timer (and its DP buckets' timers), the end of
+its pipeline send. The rest (ZeRO-3 ops, the step's tail) stays in :class:`Device`'s
 generators, driven here exactly as ``yield from`` inside a SimPy process would drive them.
 
 Ordering: every callback is appended to the same event, at the same moment, as the process's
@@ -32,8 +32,9 @@ _new_event = object.__new__
 class ComputeStream:
     """One (replica class, stage) compute stream; :meth:`start` schedules its first step."""
 
-    __slots__ = ("_dev", "_env", "_fabric", "_gen", "_index", "_links", "_msgs", "_on_computed",
-                 "_on_sent", "_ops", "_optimizer_s", "_queue", "_start", "_then", "finished")
+    __slots__ = ("_bucket", "_dev", "_done_s", "_env", "_fabric", "_gen", "_index", "_links",
+                 "_msgs", "_on_bucket", "_on_computed", "_on_sent", "_ops", "_optimizer_s",
+                 "_queue", "_start", "_then", "finished")
 
     def __init__(self, env: simpy.Environment, dev: Device, plan: StagePlan) -> None:
         self._env = env
@@ -51,6 +52,9 @@ class ComputeStream:
         self.finished = False
         self._on_computed = self._computed  # bound once, not once per op
         self._on_sent = self._sent
+        self._on_bucket = self._bucket_ready
+        self._bucket = 0  # of a bucketed op: the next bucket, and the op's seconds done
+        self._done_s = 0.0
 
     def start(self) -> None:
         """Schedule the stream's start: an URGENT event now, as ``env.process`` does."""
@@ -104,21 +108,42 @@ class ComputeStream:
         if op.zero3 is not None:
             self._delegate(self._dev.run_layers(op, op.zero3), self._after_compute)
             return
+        self._start = self._env._now
         if op.buckets:
-            self._delegate(self._dev.run(op), self._after_compute)
+            self._bucket, self._done_s = 0, 0.0
+            self._bucket_step(op)
             return
-        env = self._env
-        delay = op.duration_s
+        self._wake(op.duration_s, self._on_computed)
+
+    def _wake(self, delay: float, callback: Callable[[simpy.Event], None]) -> None:
+        """``callback`` after ``delay``: :func:`~.engine.timeout` with its callback, inlined."""
         if delay < 0:
             raise ValueError(f"Negative delay {delay}")
-        now = env._now
-        self._start = now
+        env = self._env
         ev: simpy.Event = _new_event(simpy.Event)
         ev.env = env
-        ev.callbacks = [self._on_computed]
+        ev.callbacks = [callback]
         ev._value = None
         ev._ok = True
-        heappush(self._queue, (now + delay, NORMAL, next(env._eid), ev))
+        heappush(self._queue, (env._now + delay, NORMAL, next(env._eid), ev))
+
+    def _bucket_step(self, op: Op) -> None:
+        """A bucketed op: wake at each bucket's fraction of the op, then at its end."""
+        if self._bucket < len(op.buckets):
+            fraction = op.buckets[self._bucket][1]
+            self._wake(max(fraction * op.duration_s - self._done_s, 0.0), self._on_bucket)
+        else:
+            self._wake(op.duration_s - self._done_s, self._on_computed)
+
+    def _bucket_ready(self, _: simpy.Event) -> None:
+        """A DP bucket of the op is produced: mark it ready with the stream's last record."""
+        dev = self._dev
+        op = self._ops[self._index]
+        bucket, fraction = op.buckets[self._bucket]
+        self._done_s = max(self._done_s, fraction * op.duration_s)
+        self._fabric.event("ready", dev.group_index, dev.stage, bucket).succeed(dev.last)
+        self._bucket += 1
+        self._bucket_step(op)
 
     def _computed(self, _: simpy.Event) -> None:
         dev = self._dev
