@@ -12,15 +12,11 @@ failure path to reproduce.
 
 from __future__ import annotations
 
-from heapq import heappush
-
 import simpy
-from simpy.events import NORMAL, URGENT
+from simpy.events import URGENT
 
 from simcluster.sim.device import Fabric
-from simcluster.sim.engine import fire
-
-_new_event = object.__new__
+from simcluster.sim.engine import fire, wake
 
 
 class DpStream:
@@ -45,16 +41,7 @@ class DpStream:
 
     def start(self) -> None:
         """Schedule the stream's start: an URGENT event now, as ``env.process`` does."""
-        self._schedule(URGENT, self._begin)
-
-    def _schedule(self, priority: int, callback: object) -> None:
-        env = self._env
-        ev: simpy.Event = _new_event(simpy.Event)
-        ev.env = env
-        ev.callbacks = [callback]
-        ev._value = None
-        ev._ok = True
-        heappush(env._queue, (env._now, priority, next(env._eid), ev))
+        wake(self._env, 0, self._begin, URGENT)
 
     def _begin(self, _: simpy.Event) -> None:
         self._wait()
@@ -70,7 +57,7 @@ class DpStream:
                                for g in range(len(fabric.plan.groups))]
         self._count = 0
         if not ready:
-            self._schedule(NORMAL, self._go)
+            wake(self._env, 0, self._go)
             return
         for ev in ready:
             if ev.callbacks is None:
@@ -81,7 +68,7 @@ class DpStream:
     def _check(self, _: simpy.Event) -> None:
         self._count += 1
         if self._count == len(self._ready):
-            self._schedule(NORMAL, self._go)
+            wake(self._env, 0, self._go)
 
     def _go(self, _: simpy.Event) -> None:
         """Every class produced the bucket: start its collective on the stage's links."""

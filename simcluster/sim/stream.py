@@ -17,16 +17,14 @@ check).
 from __future__ import annotations
 
 from collections.abc import Callable, Generator
-from heapq import heappush
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL, PENDING, URGENT
+from simpy.events import PENDING, URGENT
 
 from simcluster.sim.device import Device
+from simcluster.sim.engine import wake
 from simcluster.sim.plan import Op, StagePlan, in_link, out_link
-
-_new_event = object.__new__
 
 
 class ComputeStream:
@@ -34,11 +32,10 @@ class ComputeStream:
 
     __slots__ = ("_bucket", "_dev", "_done_s", "_env", "_fabric", "_gen", "_index", "_links",
                  "_msgs", "_on_bucket", "_on_computed", "_on_sent", "_ops", "_optimizer_s",
-                 "_queue", "_start", "_then", "finished")
+                 "_start", "_then", "finished")
 
     def __init__(self, env: simpy.Environment, dev: Device, plan: StagePlan) -> None:
         self._env = env
-        self._queue = env._queue
         self._dev = dev
         self._fabric = dev.fabric
         self._ops = plan.ops
@@ -58,13 +55,7 @@ class ComputeStream:
 
     def start(self) -> None:
         """Schedule the stream's start: an URGENT event now, as ``env.process`` does."""
-        env = self._env
-        ev: simpy.Event = _new_event(simpy.Event)
-        ev.env = env
-        ev.callbacks = [self._begin]
-        ev._value = None
-        ev._ok = True
-        heappush(self._queue, (env._now, URGENT, next(env._eid), ev))
+        wake(self._env, 0, self._begin, URGENT)
 
     def _begin(self, _: simpy.Event) -> None:
         self._next()
@@ -113,27 +104,15 @@ class ComputeStream:
             self._bucket, self._done_s = 0, 0.0
             self._bucket_step(op)
             return
-        self._wake(op.duration_s, self._on_computed)
-
-    def _wake(self, delay: float, callback: Callable[[simpy.Event], None]) -> None:
-        """``callback`` after ``delay``: :func:`~.engine.timeout` with its callback, inlined."""
-        if delay < 0:
-            raise ValueError(f"Negative delay {delay}")
-        env = self._env
-        ev: simpy.Event = _new_event(simpy.Event)
-        ev.env = env
-        ev.callbacks = [callback]
-        ev._value = None
-        ev._ok = True
-        heappush(self._queue, (env._now + delay, NORMAL, next(env._eid), ev))
+        wake(self._env, op.duration_s, self._on_computed)
 
     def _bucket_step(self, op: Op) -> None:
         """A bucketed op: wake at each bucket's fraction of the op, then at its end."""
         if self._bucket < len(op.buckets):
             fraction = op.buckets[self._bucket][1]
-            self._wake(max(fraction * op.duration_s - self._done_s, 0.0), self._on_bucket)
+            wake(self._env, max(fraction * op.duration_s - self._done_s, 0.0), self._on_bucket)
         else:
-            self._wake(op.duration_s - self._done_s, self._on_computed)
+            wake(self._env, op.duration_s - self._done_s, self._on_computed)
 
     def _bucket_ready(self, _: simpy.Event) -> None:
         """A DP bucket of the op is produced: mark it ready with the stream's last record."""
@@ -200,7 +179,7 @@ class ComputeStream:
         if ev._ok:
             self._send(ev._value)
             return
-        ev._defused = True  # type: ignore[attr-defined]  # SimPy's Process._resume does this
+        ev._defused = True  # SimPy's Process._resume does this
         exc = type(ev._value)(*ev._value.args)
         exc.__cause__ = ev._value
         self._send(None, exc)
@@ -221,7 +200,7 @@ class ComputeStream:
                 ev.callbacks.append(self._resume)
                 return
             if not ev._ok:
-                ev._defused = True  # type: ignore[attr-defined]
+                ev._defused = True
                 exc = type(ev._value)(*ev._value.args)
                 exc.__cause__ = ev._value
             value = ev._value
