@@ -20,6 +20,10 @@ from simcluster.spec.scenario import Scenario
 
 _GRAD_KINDS = ("B", "W")  # op kinds that complete a chunk's weight gradients
 
+#: Builds an :class:`Op` (or :class:`Send`) from its fields in order, without the keyword
+#: handling of ``Op(...)`` (one per op of every stage).
+_new = tuple.__new__
+
 
 def _scaled(parts: Parts, speed: float) -> Parts:
     return tuple((cat, sec / speed if cat == "compute" else sec) for cat, sec in parts)
@@ -119,10 +123,11 @@ def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int, order: list[SchedOp],
     for idx, (kind, chunk, mb) in enumerate(order):
         key = (kind, chunk)
         r, snd, z3 = shape[key]
-        ops.append(Op(f"{kind} c{chunk} mb{mb}", kind, totals[key], table[key],
-                      (r[0], r[1], mb) if r is not None else None,
-                      Send((snd[0], snd[1], mb), snd[2], snd[3]) if snd is not None else None,
-                      z3, slots.get(idx, ())))
+        ops.append(_new(Op, (f"{kind} c{chunk} mb{mb}", kind, totals[key], table[key],
+                             (r[0], r[1], mb) if r is not None else None,
+                             _new(Send, ((snd[0], snd[1], mb), snd[2], snd[3]))
+                             if snd is not None else None,
+                             z3, slots.get(idx, ()))))
     return tuple(ops)
 
 
