@@ -62,7 +62,7 @@ class Fabric:
         records = self.records
         eid = len(records)
         records.append(_new_record(OpRecord, (eid, group, stage, stream, name, category, start_s,
-                                              self.env.now, parts, gate)))
+                                              self.env._now, parts, gate)))
         return eid
 
     def event(self, *key: Any) -> simpy.Event:
@@ -78,18 +78,6 @@ class Fabric:
         if found is None:
             found = self._messages[group] = {}
         return found
-
-    def message(self, group: str, key: MsgKey) -> simpy.Event:
-        """The event of pipeline message ``key`` of ``group``, created by whichever side asks first."""
-        msgs = self.messages(group)
-        ev = msgs.get(key)
-        if ev is None:
-            ev = msgs[key] = self.env.event()
-        return ev
-
-    def deliver(self, group: str, key: MsgKey, value: tuple[int, float]) -> None:
-        """A message's transfer ended: release its receiver with (send record eid, start)."""
-        fire(self.message(group, key), value)
 
     def arrive(self, group: int, stage: int, eid: int) -> None:
         """A stage reached the optimizer barrier; the last arrival releases everyone."""

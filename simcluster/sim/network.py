@@ -191,11 +191,14 @@ class Network:
         flow, generation = event._value
         if generation != flow.generation:
             return  # superseded: the transfer was re-rated since
-        on_link = self.on_link
-        for link in flow.links:
+        on_link, links = self.on_link, flow.links
+        for link in links:
             on_link[link].remove(flow)
         flow.remaining_s = 0.0
-        self._replan(self._connected(flow.links))
+        for link in links:
+            if on_link[link]:  # someone left to re-rate (else _connected finds no one)
+                self._replan(self._connected(links))
+                break
         done, flow.done = flow.done, None  # no Transfer <-> Event cycle left for the collector
         if done is not None:  # done.succeed(flow), inlined: the same queue entry
             env = self.env

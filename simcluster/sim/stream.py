@@ -23,7 +23,7 @@ import simpy
 from simpy.events import PENDING, URGENT
 
 from simcluster.sim.device import Device
-from simcluster.sim.engine import wake
+from simcluster.sim.engine import fire, pending, wake
 from simcluster.sim.plan import Op, StagePlan, in_link, out_link
 
 
@@ -72,7 +72,7 @@ class ComputeStream:
         if op.recv is not None:
             ev = self._msgs.get(op.recv)
             if ev is None:
-                ev = self._msgs[op.recv] = self._env.event()
+                ev = self._msgs[op.recv] = pending(self._env)
             if ev._value is PENDING:
                 self._start = self._env._now
                 ev.callbacks.append(self._got_message)
@@ -80,7 +80,7 @@ class ComputeStream:
         self._compute(op)
 
     def _got_message(self, ev: simpy.Event) -> None:
-        """The awaited message arrived: book the wait (:meth:`Device.wait_message`)."""
+        """The awaited message arrived: book the wait, bubble until its transfer started, pp after."""
         env, dev, start = self._env, self._dev, self._start
         now = env._now
         op = self._ops[self._index]
@@ -148,7 +148,7 @@ class ComputeStream:
         done.callbacks.append(self._on_sent)
 
     def _sent(self, _: simpy.Event) -> None:
-        """The blocking send ended (:meth:`Device.send`): record it, deliver the message."""
+        """The blocking send ended: record it on the ``p2p`` stream, deliver the message."""
         dev, fabric = self._dev, self._fabric
         op = self._ops[self._index]
         send = op.send
@@ -156,7 +156,10 @@ class ComputeStream:
         start = self._start
         dev.last = fabric.record(dev.group, dev.stage, "p2p", f"send {op.name}", "pp_comm",
                                  start, (("pp_comm", send.work_s),), dev.last)
-        fabric.deliver(dev.group, send.key, (dev.last, start))
+        msg = self._msgs.get(send.key)
+        if msg is None:
+            msg = self._msgs[send.key] = pending(self._env)
+        fire(msg, (dev.last, start))
         self._index += 1
         self._next()
 
