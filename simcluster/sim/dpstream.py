@@ -22,8 +22,8 @@ from simcluster.sim.engine import fire, wake
 class DpStream:
     """The DP bucket collectives of one stage; :meth:`start` schedules its first step."""
 
-    __slots__ = ("_bucket", "_count", "_env", "_fabric", "_last", "_links", "_on_check",
-                 "_on_done", "_ready", "_stage", "_start", "_works")
+    __slots__ = ("_bucket", "_count", "_env", "_fabric", "_last", "_links", "_ready", "_stage",
+                 "_start", "_works")
 
     def __init__(self, env: simpy.Environment, fabric: Fabric, stage: int) -> None:
         self._env = env
@@ -36,8 +36,6 @@ class DpStream:
         self._ready: list[simpy.Event] = []
         self._count = 0
         self._start = 0.0
-        self._on_check = self._check
-        self._on_done = self._done
 
     def start(self) -> None:
         """Schedule the stream's start: an URGENT event now, as ``env.process`` does."""
@@ -63,7 +61,7 @@ class DpStream:
             if ev.callbacks is None:
                 self._check(ev)
             else:
-                ev.callbacks.append(self._on_check)
+                ev.callbacks.append(self._check)
 
     def _check(self, _: simpy.Event) -> None:
         self._count += 1
@@ -75,7 +73,7 @@ class DpStream:
         self._start = self._env._now
         done = self._fabric.network.transfer(f"bucket {self._bucket}", self._links,
                                              self._works[self._bucket])
-        done.callbacks.append(self._on_done)
+        done.callbacks.append(self._done)
 
     def _done(self, ev: simpy.Event) -> None:
         gate = max([self._last, *(int(r._value) for r in self._ready)])

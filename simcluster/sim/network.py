@@ -92,7 +92,6 @@ class Network:
         self.capacity = capacity or {}
         self.on_link: dict[str, list[Transfer]] = {}
         self._solo: dict[tuple[str, ...], float] = {}  # links -> rate of a transfer alone
-        self._on_timer_bound = self._on_timer
 
     def transfer(self, name: str, links: Sequence[str], work_s: float) -> simpy.Event:
         """Start a transfer now; the returned event succeeds with the :class:`Transfer` at the end."""
@@ -170,7 +169,7 @@ class Network:
     def _rerate(self, flow: Transfer, rate: float) -> None:
         """Advance ``flow`` to now at its old rate and re-plan its completion at ``rate``.
 
-        The timer is :func:`~.engine.timeout` inlined, its callback bound once per network.
+        The timer is :func:`~.engine.timeout` inlined.
         """
         env = self.env
         now = env._now
@@ -182,7 +181,7 @@ class Network:
             raise ValueError(f"Negative delay {delay}")
         timer: simpy.Event = _new_event(simpy.Event)
         timer.env = env
-        timer.callbacks = [self._on_timer_bound]
+        timer.callbacks = [self._on_timer]
         timer._value = (flow, flow.generation)
         timer._ok = True
         heappush(env._queue, (now + delay, NORMAL, next(env._eid), timer))

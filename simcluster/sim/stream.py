@@ -31,8 +31,7 @@ class ComputeStream:
     """One (replica class, stage) compute stream; :meth:`start` schedules its first step."""
 
     __slots__ = ("_bucket", "_dev", "_done_s", "_env", "_fabric", "_gen", "_index", "_links",
-                 "_msgs", "_on_bucket", "_on_computed", "_on_sent", "_ops", "_optimizer_s",
-                 "_start", "_then", "finished")
+                 "_msgs", "_ops", "_optimizer_s", "_start", "_then", "finished")
 
     def __init__(self, env: simpy.Environment, dev: Device, plan: StagePlan) -> None:
         self._env = env
@@ -43,13 +42,10 @@ class ComputeStream:
         self._index = 0
         self._start = 0.0
         self._gen: Generator[simpy.Event, Any, None] | None = None
-        self._then: Callable[[], None] = self._next
+        self._then: Callable[[], None] | None = None
         self._links: dict[int, tuple[str, str]] = {}
         self._msgs = self._fabric.messages(dev.group)
         self.finished = False
-        self._on_computed = self._computed  # bound once, not once per op
-        self._on_sent = self._sent
-        self._on_bucket = self._bucket_ready
         self._bucket = 0  # of a bucketed op: the next bucket, and the op's seconds done
         self._done_s = 0.0
 
@@ -104,15 +100,15 @@ class ComputeStream:
             self._bucket, self._done_s = 0, 0.0
             self._bucket_step(op)
             return
-        wake(self._env, op.duration_s, self._on_computed)
+        wake(self._env, op.duration_s, self._computed)
 
     def _bucket_step(self, op: Op) -> None:
         """A bucketed op: wake at each bucket's fraction of the op, then at its end."""
         if self._bucket < len(op.buckets):
             fraction = op.buckets[self._bucket][1]
-            wake(self._env, max(fraction * op.duration_s - self._done_s, 0.0), self._on_bucket)
+            wake(self._env, max(fraction * op.duration_s - self._done_s, 0.0), self._bucket_ready)
         else:
-            wake(self._env, op.duration_s - self._done_s, self._on_computed)
+            wake(self._env, op.duration_s - self._done_s, self._computed)
 
     def _bucket_ready(self, _: simpy.Event) -> None:
         """A DP bucket of the op is produced: mark it ready with the stream's last record."""
@@ -145,7 +141,7 @@ class ComputeStream:
             links = self._links[send.dst] = (out_link(dev.group, dev.stage),
                                              in_link(dev.group, send.dst))
         done = self._fabric.network.transfer(op.name, links, send.work_s)
-        done.callbacks.append(self._on_sent)
+        done.callbacks.append(self._sent)
 
     def _sent(self, _: simpy.Event) -> None:
         """The blocking send ended: record it on the ``p2p`` stream, deliver the message."""
@@ -195,8 +191,9 @@ class ComputeStream:
             try:
                 ev = gen.throw(exc) if exc is not None else gen.send(value)
             except StopIteration:
-                self._gen = None
-                self._then()
+                then, self._gen, self._then = self._then, None, None  # no cycle left behind
+                assert then is not None
+                then()
                 return
             exc = None
             if ev.callbacks is not None:
