@@ -20,6 +20,10 @@ from simcluster.spec.scenario import Scenario
 
 _GRAD_KINDS = ("B", "W")  # op kinds that complete a chunk's weight gradients
 
+#: Builds an :class:`Op` (or :class:`Send`) from its fields in order, without the keyword
+#: handling of ``Op(...)`` (one per op of every stage).
+_new = tuple.__new__
+
 
 def _scaled(parts: Parts, speed: float) -> Parts:
     return tuple((cat, sec / speed if cat == "compute" else sec) for cat, sec in parts)
@@ -45,8 +49,12 @@ def _links(sop: SchedOp, vs: int, n_virtual: int, p: int) -> tuple[MsgKey | None
     return None, None
 
 
+#: (op index, bucket works, final) of every op of a stage that releases DP buckets.
+Releases = list[tuple[int, tuple[float, ...], bool]]
+
+
 def _releases(order: list[SchedOp],
-              d: StageDurations) -> list[tuple[int, tuple[float, ...], bool]]:
+              d: StageDurations) -> Releases:
     """(op index, bucket works, final) of every op that releases DP buckets, in op order.
 
     The op completing a chunk's gradients (its last ``B`` or ``W``) releases the step's
@@ -63,7 +71,7 @@ def _releases(order: list[SchedOp],
     return sorted(out)
 
 
-def _bucket_slots(order: list[SchedOp], d: StageDurations,
+def _bucket_slots(releases: Releases, n_ops: int,
                   overlap: bool) -> dict[int, tuple[tuple[int, float], ...]]:
     """Op index -> (bucket index, ready fraction) for the ops that release DP buckets.
 
@@ -72,9 +80,9 @@ def _bucket_slots(order: list[SchedOp], d: StageDurations,
     """
     slots: dict[int, tuple[tuple[int, float], ...]] = {}
     bucket = 0
-    for idx, works, final in _releases(order, d):
+    for idx, works, final in releases:
         count = len(works)
-        target = len(order) - 1 if final and not overlap else idx
+        target = n_ops - 1 if final and not overlap else idx
         fractions = [(k + 1) / count if overlap else 1.0 for k in range(count)]
         slots[target] = slots.get(target, ()) + tuple(
             (bucket + k, f) for k, f in enumerate(fractions))
@@ -94,12 +102,12 @@ def _zero3_pass(s: Scenario, d: StageDurations, sop: SchedOp) -> Zero3Pass | Non
 
 def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int, order: list[SchedOp],
                durs: dict[int, tuple[StageDurations, ...]],
-               variant: dict[tuple[int, int], int]) -> tuple[Op, ...]:
+               variant: dict[tuple[int, int], int], releases: Releases) -> tuple[Op, ...]:
     par = s.parallelism
     p, v = par.pp, par.virtual_stages
     d = durs[variant[(id(cls), stage)]][stage]
     speed = cls.local(stage).speed
-    slots = _bucket_slots(order, d, s.execution.overlap_grad_reduce)
+    slots = _bucket_slots(releases, len(order), s.execution.overlap_grad_reduce)
     table = {(k, c): _scaled(_kind_parts(d, SchedOp(k, c, 0)), speed)
              for k in ("F", "B", "Bi", "W") for c in range(v)}
     totals = {key: sum(sec for _, sec in parts) for key, parts in table.items()}
@@ -119,10 +127,11 @@ def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int, order: list[SchedOp],
     for idx, (kind, chunk, mb) in enumerate(order):
         key = (kind, chunk)
         r, snd, z3 = shape[key]
-        ops.append(Op(f"{kind} c{chunk} mb{mb}", kind, totals[key], table[key],
-                      (r[0], r[1], mb) if r is not None else None,
-                      Send((snd[0], snd[1], mb), snd[2], snd[3]) if snd is not None else None,
-                      z3, slots.get(idx, ())))
+        ops.append(_new(Op, (f"{kind} c{chunk} mb{mb}", kind, totals[key], table[key],
+                             (r[0], r[1], mb) if r is not None else None,
+                             _new(Send, ((snd[0], snd[1], mb), snd[2], snd[3]))
+                             if snd is not None else None,
+                             z3, slots.get(idx, ()))))
     return tuple(ops)
 
 
@@ -146,23 +155,26 @@ def build_plan(s: Scenario, pert: Perturbations | None = None) -> StepPlan:
     par = s.parallelism
     orders = [stage_order(par.schedule, par.pp, par.micro_batches, i, par.virtual_stages)
               for i in range(par.pp)]
-    stages = tuple(StagePlan(cls.name, i, _stage_ops(base, cls, i, orders[i], durs, variant),
+    # (class, stage) -> its DP bucket releases, shared by the op slots and the joint buckets
+    releases = {(id(c), i): _releases(orders[i], durs[variant[(id(c), i)]][i])
+                for c in classes for i in range(par.pp)}
+    stages = tuple(StagePlan(cls.name, i, _stage_ops(base, cls, i, orders[i], durs, variant,
+                                                     releases[(id(cls), i)]),
                              durs[variant[(id(cls), i)]][i].optimizer_s / cls.local(i).speed)
                    for cls in classes for i in range(s.parallelism.pp))
     return StepPlan(pp=s.parallelism.pp,
                     groups=tuple(GroupPlan(c.name, c.multiplicity) for c in classes),
-                    stages=stages, dp_buckets=_dp_buckets(orders, classes, durs, variant),
+                    stages=stages, dp_buckets=_dp_buckets(par.pp, classes, releases),
                     link_capacity={})
 
 
-def _dp_buckets(orders: list[list[SchedOp]], classes: tuple[ReplicaClass, ...],
-                durs: dict[int, tuple[StageDurations, ...]],
-                variant: dict[tuple[int, int], int]) -> tuple[tuple[float, ...], ...]:
+def _dp_buckets(pp: int, classes: tuple[ReplicaClass, ...],
+                released: dict[tuple[int, int], Releases]) -> tuple[tuple[float, ...], ...]:
     """Per stage, the joint DP collective of each bucket: the slowest class's time (a ring runs
     at its slowest edge), in the order the schedule releases them."""
     out = []
-    for stage, order in enumerate(orders):
-        per_class = [_releases(order, durs[variant[(id(c), stage)]][stage]) for c in classes]
+    for stage in range(pp):
+        per_class = [released[(id(c), stage)] for c in classes]
         works: list[float] = []
         for releases in zip(*per_class, strict=True):
             works += [max(col) for col in zip(*(w for _, w, _ in releases), strict=True)]

@@ -14,9 +14,11 @@ import simpy
 
 from simcluster.errors import SimclusterError
 from simcluster.observe.records import OpRecord
-from simcluster.sim.device import Device, Fabric, compute_stream, dp_stream
+from simcluster.sim.device import Device, Fabric
+from simcluster.sim.dpstream import DpStream
 from simcluster.sim.engine import drain
 from simcluster.sim.plan import StepPlan
+from simcluster.sim.stream import ComputeStream
 
 
 class SimulationError(SimclusterError):
@@ -51,14 +53,16 @@ def build(plan: StepPlan) -> Built:
     return Built(env, fabric, devices)
 
 
-def wire(built: Built, plan: StepPlan) -> list[simpy.Process]:
-    """Start the compute streams and the DP streams; returns the compute processes."""
+def wire(built: Built, plan: StepPlan) -> list[ComputeStream]:
+    """Start the compute streams and the DP streams; returns the compute streams."""
     env, fabric = built.env, built.fabric
-    procs = [env.process(compute_stream(env, dev, plan.stage(dev.group_index, dev.stage)))
+    procs = [ComputeStream(env, dev, plan.stage(dev.group_index, dev.stage))
              for dev in built.devices]
+    for proc in procs:
+        proc.start()
     for stage, buckets in enumerate(plan.dp_buckets):
         if buckets:
-            env.process(dp_stream(env, fabric, stage))
+            DpStream(env, fabric, stage).start()
     return procs
 
 
@@ -67,7 +71,7 @@ def run_plan(plan: StepPlan) -> EngineOutput:
     built = build(plan)
     procs = wire(built, plan)
     drain(built.env)
-    stuck = [dev for dev, proc in zip(built.devices, procs, strict=True) if proc.is_alive]
+    stuck = [dev for dev, proc in zip(built.devices, procs, strict=True) if not proc.finished]
     if stuck:
         where = ", ".join(f"{d.group}/stage {d.stage}" for d in stuck[:4])
         raise SimulationError(f"the step deadlocked: {len(stuck)} streams never finished ({where})")

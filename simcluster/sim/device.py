@@ -19,11 +19,10 @@ import simpy
 
 from simcluster.observe.records import OpRecord
 from simcluster.sim.engine import fire, timeout
-from simcluster.sim.network import Network, Transfer
+from simcluster.sim.network import Network
 from simcluster.sim.plan import (
     MsgKey,
     Op,
-    Send,
     StagePlan,
     StepPlan,
     Zero3Pass,
@@ -52,6 +51,7 @@ class Fabric:
         self.network = Network(env, plan.link_capacity)
         self.records: list[OpRecord] = []
         self._events: dict[tuple[Any, ...], simpy.Event] = {}
+        self._messages: dict[str, dict[MsgKey, simpy.Event]] = {}
         self.expected = len(plan.stages)
         self.arrivals: list[tuple[float, int, int]] = []  # (time, group, stage)
         self.barrier = env.event()
@@ -62,7 +62,7 @@ class Fabric:
         records = self.records
         eid = len(records)
         records.append(_new_record(OpRecord, (eid, group, stage, stream, name, category, start_s,
-                                              self.env.now, parts, gate)))
+                                              self.env._now, parts, gate)))
         return eid
 
     def event(self, *key: Any) -> simpy.Event:
@@ -72,16 +72,23 @@ class Fabric:
             ev = self._events[key] = self.env.event()
         return ev
 
+    def messages(self, group: str) -> dict[MsgKey, simpy.Event]:
+        """The pipeline message events of replica class ``group``, by key (created on demand)."""
+        found = self._messages.get(group)
+        if found is None:
+            found = self._messages[group] = {}
+        return found
+
     def arrive(self, group: int, stage: int, eid: int) -> None:
         """A stage reached the optimizer barrier; the last arrival releases everyone."""
         self.arrivals.append((self.env.now, group, stage))
         if len(self.arrivals) == self.expected:
             fire(self.barrier, eid)
 
-    def dp_links(self, stage: int) -> list[str]:
+    def dp_links(self, stage: int) -> tuple[str, ...]:
         """Links of a DP bucket collective: the stage's ports in every replica class."""
         names = [g.name for g in self.plan.groups]
-        return [out_link(n, stage) for n in names] + [in_link(n, stage) for n in names]
+        return tuple([out_link(n, stage) for n in names] + [in_link(n, stage) for n in names])
 
 
 class Device:
@@ -100,45 +107,6 @@ class Device:
               parts: tuple[tuple[str, float], ...], gate: int) -> None:
         self.last = self.fabric.record(self.group, self.stage, "compute", name, category,
                                        start_s, parts, gate)
-
-    def wait_message(self, key: MsgKey) -> Proc:
-        """Wait for a pipeline message; idle time is bubble until its transfer starts, then pp."""
-        ev = self.fabric.event("msg", self.group, key)
-        start = self.env.now
-        if not ev.triggered:
-            yield ev
-        if self.env.now > start:
-            flow_eid, flow_start = _value(ev)
-            pp = self.env.now - max(start, flow_start)
-            parts = (("bubble", self.env.now - start - pp), ("pp_comm", pp))
-            self._book(f"wait {key[0]}{key[1]} mb{key[2]}", "bubble", start, parts, flow_eid)
-
-    def run(self, op: Op) -> Proc:
-        """Run a compute op, marking its DP buckets ready at their fractions of the op."""
-        start = self.env.now
-        done = 0.0
-        for bucket, fraction in op.buckets:
-            yield self.env.timeout(max(fraction * op.duration_s - done, 0.0))
-            done = max(done, fraction * op.duration_s)
-            self.fabric.event("ready", self.group_index, self.stage, bucket).succeed(self.last)
-        yield self.env.timeout(op.duration_s - done)
-        self._book(op.name, "compute", start, op.parts, self.last)
-
-    def send(self, op: Op, send: Send) -> Proc:
-        """Send a pipeline message on the shared links and wait for it (blocking p2p).
-
-        The transfer is recorded once, on the ``p2p`` stream; the compute stream is blocked for
-        exactly that interval (the ledger reads it from there).
-        """
-        start = self.env.now
-        links = self._links.get(send.dst)
-        if links is None:
-            links = self._links[send.dst] = (out_link(self.group, self.stage),
-                                             in_link(self.group, send.dst))
-        yield self.fabric.network.transfer(op.name, links, send.work_s)
-        self.last = self.fabric.record(self.group, self.stage, "p2p", f"send {op.name}",
-                                       "pp_comm", start, (("pp_comm", send.work_s),), self.last)
-        fire(self.fabric.event("msg", self.group, send.key), (self.last, start))
 
     def run_layers(self, op: Op, z: Zero3Pass) -> Proc:
         """Run ``op`` layer by layer with its ZeRO-3 gathers and reduce-scatters.
@@ -218,48 +186,5 @@ class Device:
     def optimizer(self, duration_s: float) -> Proc:
         """The optimizer step of this GPU's shard."""
         start = self.env.now
-        yield self.env.timeout(duration_s)
+        yield timeout(self.env, duration_s)
         self._book("optimizer", "optimizer", start, (("optimizer", duration_s),), self.last)
-
-
-def compute_stream(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc:
-    """A stage's compute stream: the schedule's ops in order, then DP wait, barrier, optimizer.
-
-    The common op (no DP bucket, no ZeRO-3, its message already there) runs inline: the same
-    events and records as :meth:`Device.run` and :meth:`Device.wait_message`, without a nested
-    generator per op.
-    """
-    fabric = dev.fabric
-    for op in plan.ops:
-        if op.recv is not None and not fabric.event("msg", dev.group, op.recv).triggered:
-            yield from dev.wait_message(op.recv)
-        if op.zero3 is not None:
-            yield from dev.run_layers(op, op.zero3)
-        elif op.buckets:
-            yield from dev.run(op)
-        else:
-            start = env.now
-            yield timeout(env, op.duration_s)
-            dev.last = fabric.record(dev.group, dev.stage, "compute", op.name, "compute", start,
-                                     op.parts, dev.last)
-        if op.send is not None:
-            yield from dev.send(op, op.send)
-    yield from dev.wait_dp()
-    yield from dev.barrier()
-    yield from dev.optimizer(plan.optimizer_s)
-
-
-def dp_stream(env: simpy.Environment, fabric: Fabric, stage: int) -> Proc:
-    """A stage's DP stream: each bucket's collective once every replica class has produced it."""
-    groups = range(len(fabric.plan.groups))
-    links = fabric.dp_links(stage)
-    last = -1
-    for bucket, work in enumerate(fabric.plan.dp_buckets[stage]):
-        ready = [fabric.event("ready", g, stage, bucket) for g in groups]
-        yield env.all_of(ready)
-        start = env.now
-        gate = max([last, *(int(_value(ev)) for ev in ready)])
-        done: Transfer = yield fabric.network.transfer(f"bucket {bucket}", links, work)
-        last = fabric.record("all", stage, "dp", f"{done.name} s{stage}", "dp_comm", start,
-                             (("dp_comm", work),), gate)
-    fire(fabric.event("dp_done", stage), last)

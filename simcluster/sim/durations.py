@@ -125,9 +125,17 @@ def chunk_params(s: Scenario, stage: int, chunks: tuple[int, ...]) -> tuple[floa
 
 
 def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float,
-                  final: bool = True) -> tuple[float, ...]:
+                  final: bool = True,
+                  seen: dict[tuple[float, bool], tuple[float, ...]] | None = None
+                  ) -> tuple[float, ...]:
     """Each DP bucket's collective: the step's reduction (``final``) or ZeRO-2's reduce-scatter
-    of an earlier micro-batch (none without ZeRO-2)."""
+    of an earlier micro-batch (none without ZeRO-2). ``seen`` memoises the answer per
+    (params, final) within one scenario (most stages hold the same chunks)."""
+    if seen is not None:
+        found = seen.get((params, final))
+        if found is None:
+            found = seen[(params, final)] = _bucket_works(s, groups, params, final)
+        return found
     par = s.parallelism
     if par.dp == 1 or params <= 0:
         return ()
@@ -146,14 +154,15 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     times = chunk_times(s, groups, per_stage)
     message = comm_plan.pp_message_s(s, groups)
     out = []
+    seen: dict[tuple[float, bool], tuple[float, ...]] = {}
     for i, params in enumerate(per_stage):
         total = sum(params)
         zero3 = zero3_layer(s, groups, total)
         shards = par.dp * par.cp if par.zero_stage >= 1 else 1
         out.append(StageDurations(
-            chunks=times[i], buckets=tuple(() if zero3 else _bucket_works(s, groups, p)
+            chunks=times[i], buckets=tuple(() if zero3 else _bucket_works(s, groups, p, True, seen)
                                            for p in params),
-            scatters=tuple(_bucket_works(s, groups, p, final=False) for p in params),
+            scatters=tuple(_bucket_works(s, groups, p, False, seen) for p in params),
             pp_message_s=message, zero3=zero3,
             optimizer_s=optimizer_step_time_s(acc, total, shards)))
     return tuple(out)

@@ -4,16 +4,19 @@
 event's callbacks exactly as :meth:`simpy.Environment.step` does (a failed, undefused event
 crashes the run); only the per-event method call and ``run``'s exception plumbing are gone.
 :func:`fire` triggers an event nobody waits on without a trip through the queue; :func:`timeout`
-is ``env.timeout`` inlined (same queue entry, same event id order).
+is ``env.timeout`` inlined (same queue entry, same event id order); :func:`wake` is such a timeout
+with a plain callback as its waiter, the unit of the callback-driven streams (:mod:`.stream`,
+:mod:`.dpstream`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import Any
 
 import simpy
-from simpy.events import NORMAL
+from simpy.events import NORMAL, PENDING, EventPriority
 
 _new_event = object.__new__
 
@@ -48,6 +51,15 @@ def fire(event: simpy.Event, value: Any) -> None:
     event.callbacks = None  # type: ignore[assignment]
 
 
+def pending(env: simpy.Environment) -> simpy.Event:
+    """A new untriggered event: ``env.event()`` without its constructor call."""
+    ev: simpy.Event = _new_event(simpy.Event)
+    ev.env = env
+    ev.callbacks = []
+    ev._value = PENDING
+    return ev
+
+
 def timeout(env: simpy.Environment, delay: float, value: Any = None) -> simpy.Event:
     """An event that succeeds with ``value`` after ``delay``: :class:`simpy.Timeout` without its
     constructor chain (the same (time, NORMAL, next event id) entry on SimPy's queue)."""
@@ -60,3 +72,20 @@ def timeout(env: simpy.Environment, delay: float, value: Any = None) -> simpy.Ev
     ev._ok = True
     heappush(env._queue, (env._now + delay, NORMAL, next(env._eid), ev))
     return ev
+
+
+def wake(env: simpy.Environment, delay: float, callback: Callable[[simpy.Event], None],
+         priority: EventPriority = NORMAL) -> None:
+    """Call ``callback`` after ``delay``: the queue entry of ``env.timeout(delay)`` (or, at
+    ``URGENT``, of a process's start) with ``callback`` as its only waiter.
+
+    "Now" is ``delay=0`` (an int, as SimPy's own ``schedule``): ``0.0`` would turn the clock's
+    initial int 0 into a float and change the records' ``repr``."""
+    if delay < 0:
+        raise ValueError(f"Negative delay {delay}")
+    ev: simpy.Event = _new_event(simpy.Event)
+    ev.env = env
+    ev.callbacks = [callback]
+    ev._value = None
+    ev._ok = True
+    heappush(env._queue, (env._now + delay, priority, next(env._eid), ev))

@@ -15,12 +15,15 @@ inside ``work_s`` and is shared like the rest: a stated simplification.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
+from heapq import heappush
 
 import simpy
+from simpy.events import NORMAL
 
 from simcluster.errors import SpecError
-from simcluster.sim.engine import timeout
+from simcluster.sim.engine import pending
+
+_new_event = object.__new__
 
 #: Relative tolerance under which two link shares count as saturating in the same round.
 SATURATION_RTOL = 1e-12
@@ -94,15 +97,24 @@ class Network:
         """Start a transfer now; the returned event succeeds with the :class:`Transfer` at the end."""
         if work_s < 0:
             raise SpecError("transfer.work_s", f"must be >= 0, got {work_s}")
-        done = self.env.event()
-        flow = Transfer(name, tuple(links), work_s, self.env.now, done)
-        if work_s == 0 or not flow.links:
+        done = pending(self.env)
+        path = links if type(links) is tuple else tuple(links)
+        flow = Transfer(name, path, work_s, self.env._now, done)
+        if work_s == 0 or not path:
             flow.done = None
             done.succeed(flow)
             return done
-        for link in flow.links:
-            self.on_link.setdefault(link, []).append(flow)
-        self._replan(self._connected(flow.links))
+        on_link = self.on_link
+        alone = True  # on idle links: connected to nothing but itself
+        for link in path:
+            users = on_link.get(link)
+            if users is None:
+                on_link[link] = [flow]
+                continue
+            if users:
+                alone = False
+            users.append(flow)
+        self._replan([flow] if alone else self._search(path))
         return done
 
     def _connected(self, links: Sequence[str]) -> list[Transfer]:
@@ -155,24 +167,40 @@ class Network:
                 self._rerate(flow, rate)
 
     def _rerate(self, flow: Transfer, rate: float) -> None:
-        """Advance ``flow`` to now at its old rate and re-plan its completion at ``rate``."""
-        now = self.env.now
+        """Advance ``flow`` to now at its old rate and re-plan its completion at ``rate``.
+
+        The timer is :func:`~.engine.timeout` inlined.
+        """
+        env = self.env
+        now = env._now
         flow.remaining_s -= flow.rate * (now - flow.since_s)
         flow.since_s, flow.rate = now, rate
         flow.generation += 1
-        timer = timeout(self.env, max(flow.remaining_s, 0.0) / rate, (flow, flow.generation))
-        timer.callbacks.append(self._on_timer)
+        delay = max(flow.remaining_s, 0.0) / rate
+        if delay < 0:
+            raise ValueError(f"Negative delay {delay}")
+        timer: simpy.Event = _new_event(simpy.Event)
+        timer.env = env
+        timer.callbacks = [self._on_timer]
+        timer._value = (flow, flow.generation)
+        timer._ok = True
+        heappush(env._queue, (now + delay, NORMAL, next(env._eid), timer))
 
     def _on_timer(self, event: simpy.Event) -> None:
-        payload = cast("tuple[Transfer, int]", event.value)
-        flow, generation = payload
+        flow, generation = event._value
         if generation != flow.generation:
             return  # superseded: the transfer was re-rated since
-        on_link = self.on_link
-        for link in flow.links:
+        on_link, links = self.on_link, flow.links
+        for link in links:
             on_link[link].remove(flow)
         flow.remaining_s = 0.0
-        self._replan(self._connected(flow.links))
+        for link in links:
+            if on_link[link]:  # someone left to re-rate (else _connected finds no one)
+                self._replan(self._connected(links))
+                break
         done, flow.done = flow.done, None  # no Transfer <-> Event cycle left for the collector
-        if done is not None:
-            done.succeed(flow)
+        if done is not None:  # done.succeed(flow), inlined: the same queue entry
+            env = self.env
+            done._ok = True
+            done._value = flow
+            heappush(env._queue, (env._now, NORMAL, next(env._eid), done))

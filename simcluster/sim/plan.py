@@ -8,14 +8,15 @@ it. Durations are seconds. A plan covers one representative DP replica per repli
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 #: A pipeline message key: (``"a"`` activations | ``"g"`` gradients, receiving virtual stage, mb).
 MsgKey = tuple[str, int, int]
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
-    """A pipeline send after an op: to ``dst`` stage, ``work_s`` alone on idle links."""
+class Send(NamedTuple):
+    """A pipeline send after an op: to ``dst`` stage, ``work_s`` alone on idle links (a named
+    tuple, like :class:`Op`)."""
 
     key: MsgKey
     dst: int
@@ -45,9 +46,9 @@ class Zero3Pass:
     prefetch: bool
 
 
-@dataclass(frozen=True, slots=True)
-class Op:
-    """One op of a stage's compute stream.
+class Op(NamedTuple):
+    """One op of a stage's compute stream (an immutable named tuple: a plan holds one per op of
+    every stage, tens of thousands, built by :mod:`.build` with ``tuple.__new__``).
 
     Attributes
     ----------
