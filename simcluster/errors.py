@@ -40,3 +40,10 @@ class SpecError(SimclusterError):
         """The same error re-anchored in ``source`` with ``prefix`` prepended to its key path."""
         key = ".".join(p for p in (prefix, self.key) if p)
         return SpecError(key, self.message, self.source or source)
+
+
+class InvariantError(SimclusterError):
+    """An internal invariant does not hold: a bug, never bad input (the CLI exits with status 1).
+
+    Raised where ``assert`` would be stripped by ``python -O``.
+    """

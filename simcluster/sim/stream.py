@@ -22,6 +22,7 @@ from typing import Any
 import simpy
 from simpy.events import PENDING, URGENT
 
+from simcluster.errors import InvariantError
 from simcluster.sim.device import Device
 from simcluster.sim.engine import fire, pending, wake
 from simcluster.sim.plan import Op, StagePlan, in_link, out_link
@@ -82,7 +83,8 @@ class ComputeStream:
         op = self._ops[self._index]
         if now > start:
             key = op.recv
-            assert key is not None
+            if key is None:
+                raise InvariantError("a stream waited for a message its op does not receive")
             flow_eid, flow_start = ev._value
             pp = now - max(start, flow_start)
             parts = (("bubble", now - start - pp), ("pp_comm", pp))
@@ -148,7 +150,8 @@ class ComputeStream:
         dev, fabric = self._dev, self._fabric
         op = self._ops[self._index]
         send = op.send
-        assert send is not None
+        if send is None:
+            raise InvariantError("a stream ended a send its op does not make")
         start = self._start
         dev.last = fabric.record(dev.group, dev.stage, "p2p", f"send {op.name}", "pp_comm",
                                  start, (("pp_comm", send.work_s),), dev.last)
@@ -186,13 +189,15 @@ class ComputeStream:
     def _send(self, value: Any, exc: BaseException | None = None) -> None:
         """Run the delegated generator until it waits on a pending event or returns."""
         gen = self._gen
-        assert gen is not None
+        if gen is None:
+            raise InvariantError("a stream resumed a delegated generator it does not hold")
         while True:
             try:
                 ev = gen.throw(exc) if exc is not None else gen.send(value)
             except StopIteration:
                 then, self._gen, self._then = self._then, None, None  # no cycle left behind
-                assert then is not None
+                if then is None:
+                    raise InvariantError("a delegated generator returned with no continuation") from None
                 then()
                 return
             exc = None
