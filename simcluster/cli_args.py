@@ -6,8 +6,8 @@ import argparse
 from collections.abc import Callable
 
 
-def whole_number(minimum: int) -> Callable[[str], int]:
-    """An argparse type accepting integers ``>= minimum`` with a clear message otherwise."""
+def whole_number(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """An argparse type accepting integers in ``[minimum, maximum]`` with a clear message otherwise."""
 
     def parse(text: str) -> int:
         try:
@@ -16,6 +16,8 @@ def whole_number(minimum: int) -> Callable[[str], int]:
             value = minimum - 1
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"at most {maximum}, got {text!r}")
         return value
 
     return parse
@@ -23,3 +25,7 @@ def whole_number(minimum: int) -> Callable[[str], int]:
 
 positive_int = whole_number(1)
 non_negative_int = whole_number(0)
+
+#: Worker processes of one command: more than any machine's useful core count (each is a process).
+MAX_JOBS = 256
+job_count = whole_number(1, MAX_JOBS)

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from simcluster.cli_args import non_negative_int, positive_int
+from simcluster.cli_args import MAX_JOBS, job_count, non_negative_int, positive_int
 from simcluster.errors import SpecError
 from simcluster.report.reliability import optimum_text, summary_text, sweep_text
 from simcluster.run.single import CONTENTION_MODES, engine_step
@@ -163,6 +163,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                    help="event loop of the horizon engine: fast (default) or simpy; identical results")
     p.add_argument("--contention", choices=CONTENTION_MODES, default="auto",
                    help="Tier B contention of the step, as in 'simcluster run' (default auto)")
-    p.add_argument("--jobs", type=positive_int, default=1, help="worker processes (default 1)")
+    p.add_argument("--jobs", type=job_count, default=1,
+                   help=f"worker processes (default 1, at most {MAX_JOBS})")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.set_defaults(handler=handle)

@@ -269,3 +269,12 @@ def test_many_replicas_of_a_cheap_run_are_refused(capsys: pytest.CaptureFixture[
     assert main(["reliability", small, "--fast", "--replicas", "100000"]) == 2
     assert "--replicas" in capsys.readouterr().err
     assert main(["reliability", small, "--fast", "--replicas", "1000"]) == 0
+
+
+def test_worker_processes_are_bounded(capsys: pytest.CaptureFixture[str]) -> None:
+    from simcluster.cli_args import MAX_JOBS
+
+    with pytest.raises(SystemExit) as info:
+        main(["reliability", BIG, "--jobs", str(MAX_JOBS + 1)])
+    assert info.value.code == 2
+    assert f"--jobs: at most {MAX_JOBS}" in capsys.readouterr().err
