@@ -20,6 +20,9 @@ from simcluster.spec.hardware import TopologySpec
 from simcluster.spec.scenario import Scenario
 
 Source = str | Path | Mapping[str, Any]
+#: Top-level key of a scenario file that describes a sweep over it (``simcluster sweep``); a single
+#: run ignores it.
+SWEEP_KEY = "sweep"
 
 
 def load_scenario(source: Source, overrides: Sequence[str] = ()) -> Scenario:
@@ -33,6 +36,7 @@ def load_scenario(source: Source, overrides: Sequence[str] = ()) -> Scenario:
         ``KEY=VALUE`` items; KEY is a dotted path (``parallelism.tp``), VALUE is YAML.
     """
     raw, label, base = _read(source)
+    raw.pop(SWEEP_KEY, None)  # the sweep section is read by simcluster.sweep (spec/sweep.py)
     applied = [apply_override(raw, item) for item in overrides]
     try:
         resolved = resolve_scenario(raw, base)
