@@ -16,8 +16,9 @@ from simcluster.lazy import lazy_exports
 if TYPE_CHECKING:
     from simcluster.errors import SimclusterError, SpecError
     from simcluster.spec import Scenario, load_scenario, load_topology
+    from simcluster.sweep import sweep
 
-__all__ = ["Scenario", "SimclusterError", "SpecError", "load_scenario", "load_topology"]
+__all__ = ["Scenario", "SimclusterError", "SpecError", "load_scenario", "load_topology", "sweep"]
 __version__ = "0.1.0"
 
 #: Exported name -> the module that defines it (imported on first access).
@@ -30,4 +31,13 @@ _EXPORTS = {
 }
 
 
-__getattr__, __dir__ = lazy_exports("simcluster", globals(), _EXPORTS)
+def __getattr__(name: str) -> object:
+    """``simcluster.sweep``: the callable sweep package (its own module, callable); the rest lazily."""
+    if name == "sweep":
+        import importlib
+
+        return importlib.import_module("simcluster.sweep")
+    return _lazy_getattr(name)
+
+
+_lazy_getattr, __dir__ = lazy_exports("simcluster", globals(), {**_EXPORTS, "sweep": ""})

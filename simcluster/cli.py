@@ -16,7 +16,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from simcluster import cli_collective, cli_reliability, cli_topology
+from simcluster import cli_collective, cli_reliability, cli_sweep, cli_topology
 from simcluster.errors import SpecError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -111,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_topology.add_parser(sub)
     cli_collective.add_parser(sub)
     cli_reliability.add_parser(sub)
+    cli_sweep.add_parser(sub)
     p = sub.add_parser("catalog", help="list the presets (accelerators, models, topologies)")
     p.add_argument("kind", nargs="?", choices=CATALOG_KINDS)
     p.set_defaults(handler=_catalog)

@@ -9,6 +9,8 @@ the checks of ``ParallelismSpec`` itself and :func:`.checks.check_parallelism`. 
 
 from __future__ import annotations
 
+from typing import Any
+
 from simcluster.errors import SpecError
 from simcluster.spec import schema
 from simcluster.spec.checks import check_parallelism
@@ -37,6 +39,17 @@ def check_layout(base: Scenario, **overrides: object) -> None:
         file that states ``dp`` explicitly is the exception: the loader keeps that ``dp``.
     """
     values = schema.convert_fields(ParallelismSpec, overrides, _PATH)
+    build_layout(base, values)
+
+
+def build_layout(base: Scenario, values: dict[str, Any]) -> ParallelismSpec:
+    """The ``ParallelismSpec`` of ``base`` with ``values`` (already typed field values), checked.
+
+    :func:`check_layout` without the YAML conversion: the values must be of the fields' Python
+    types (``stage_layers`` a tuple). ``dp`` is re-derived unless given; the same rules run
+    (:meth:`ParallelismSpec.derive`, the spec's own checks, :func:`.checks.check_parallelism`) and
+    the same :class:`SpecError` is raised. A sweep builds its layouts with it.
+    """
     par = base.parallelism
     merged = {name: getattr(par, name) for name in _KEPT}
     merged.update(values)
@@ -46,3 +59,4 @@ def check_layout(base: Scenario, **overrides: object) -> None:
     except SpecError as err:
         raise err.within("", _PATH) from None
     check_parallelism(layout, base.model, base.cluster.topology)
+    return layout

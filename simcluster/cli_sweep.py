@@ -1,0 +1,105 @@
+"""``simcluster sweep``: argparse wiring and handler (the engine is :mod:`simcluster.sweep`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from simcluster.cli_args import job_count, non_negative_int, positive_int
+
+OBJECTIVE_CHOICES = ("step_time_s", "tokens_per_s", "mfu", "time_to_train_days", "cost_usd",
+                     "capital_usd", "goodput_time_to_train_days")
+#: Where results go by default: ``runs/sweep/<scenario file stem>/`` (``--out`` to change).
+DEFAULT_OUT = Path("runs") / "sweep"
+
+
+def _non_negative_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
+    return value
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``sweep`` to the subcommands of ``simcluster``."""
+    p = sub.add_parser(
+        "sweep", help="search every valid layout (and hardware option, varied key, checkpoint "
+                      "interval); rank by time, cost, goodput",
+        description="Enumerate every layout the loader accepts, check memory exactly, time the "
+                    "ones that fit with the analytical model, re-time the best with the DES, and "
+                    "print the ranked table, the Pareto front (time vs cost) and the rejection "
+                    "counts. A 'sweep:' section in the scenario file states the same choices "
+                    "(docs/sweep.md); flags override it. Results are written incrementally to "
+                    "OUT/results.parquet and OUT/results.csv; rerun the same command to resume.")
+    p.add_argument("scenario", help="scenario YAML file (its sweep: section, if any, is used)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a scenario key for every point, e.g. training.tokens=1e12")
+    p.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
+                   help="sweep any scenario key (every combination), e.g. cluster.nodes=64,128 "
+                        "or checkpoint.interval_min=30,60,120")
+    p.add_argument("--search", action="append", default=[], metavar="AXIS=V1,V2,...",
+                   help="restrict a layout axis (tp, pp, cp, ep, micro_batch, schedule, "
+                        "virtual_stages, recompute, sequence_parallel, zero_stage)")
+    p.add_argument("--layouts", choices=("search", "fixed"),
+                   help="search every valid layout (default) or keep the file's layout")
+    p.add_argument("--objective", choices=OBJECTIVE_CHOICES,
+                   help="rank by this (default step_time_s); goodput_time_to_train_days needs "
+                        "--goodput")
+    p.add_argument("--top", type=positive_int, help="rows of the ranked table (default 10)")
+    p.add_argument("--rerank", type=non_negative_int, metavar="K",
+                   help="re-time the best K with the discrete-event engine and re-rank them")
+    p.add_argument("--goodput", type=non_negative_int, metavar="N",
+                   help="run the reliability engine on the best N (optimal checkpoint interval, "
+                        "or each --vary checkpoint.interval_min value)")
+    p.add_argument("--replicas", type=positive_int, default=100,
+                   help="Monte Carlo replicas of the reliability pass (default 100)")
+    _add_constraints(p)
+    p.add_argument("--contention", choices=("auto", "on", "off"), default="auto",
+                   help="Tier B contention, as for 'simcluster run' (default auto)")
+    p.add_argument("-j", "--jobs", type=job_count, default=1,
+                   help="worker processes (or Ray CPUs); results do not depend on it")
+    p.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local processes (default) or Ray (pip install 'simcluster[distributed]')")
+    p.add_argument("--ray-address", metavar="ADDRESS",
+                   help="an existing Ray cluster (e.g. ray://head:10001 or auto); default: a "
+                        "local Ray")
+    p.add_argument("--out", metavar="DIR",
+                   help="results directory (default runs/sweep/<scenario file name>)")
+    p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
+    p.add_argument("--json", action="store_true", help="print exactly one JSON object")
+    p.set_defaults(handler=handle)
+
+
+def _add_constraints(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-gpus", type=positive_int, help="skip settings with more GPUs")
+    p.add_argument("--max-cost", type=_non_negative_float, metavar="USD",
+                   help="rank only layouts whose cost to train is at most USD")
+    p.add_argument("--max-days", type=_non_negative_float, metavar="DAYS",
+                   help="rank only layouts whose time to train is at most DAYS")
+    p.add_argument("--headroom-gib", type=_non_negative_float, metavar="GIB",
+                   help="memory to keep free on every GPU (default 0)")
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Handler of ``simcluster sweep``; returns the exit status."""
+    from simcluster.sweep.api import Request, execute
+    from simcluster.sweep.driver import Execution
+    from simcluster.sweep.report import sweep_dict, sweep_text
+
+    constraints = {"max_gpus": args.max_gpus, "max_cost_usd": args.max_cost,
+                   "max_days": args.max_days, "memory_headroom_gib": args.headroom_gib}
+    request = Request(args.scenario, tuple(args.set), tuple(args.vary), tuple(args.search),
+                      args.layouts, args.objective, args.top, args.rerank, args.goodput,
+                      {k: v for k, v in constraints.items() if v is not None}, args.contention)
+    out = Path(args.out) if args.out else DEFAULT_OUT / Path(args.scenario).stem
+    execution = Execution(args.jobs, args.backend, args.ray_address, out, not args.quiet,
+                          args.replicas)
+    outcome = execute(request, execution)
+    top = args.top or outcome.plan.top
+    print(json.dumps(sweep_dict(outcome, top), indent=2) if args.json
+          else sweep_text(outcome, top))
+    return 0

@@ -1,0 +1,144 @@
+"""The library entry point: :func:`sweep` returns a pandas DataFrame; :func:`prepare` and
+:func:`execute` are the two halves the CLI uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from simcluster import catalog
+from simcluster.errors import SpecError
+from simcluster.spec.loader import SWEEP_KEY
+from simcluster.sweep import config
+from simcluster.sweep.driver import Execution, SweepOutcome, identity_of, run_sweep
+from simcluster.sweep.evaluate import AnalyticalTask
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+CONTENTION_MODES = ("auto", "on", "off")
+Source = str | Path | Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """A sweep as asked: the scenario file and every flag (``None``: the file's section decides)."""
+
+    source: Source
+    overrides: tuple[str, ...] = ()
+    vary: tuple[str, ...] = ()
+    search: tuple[str, ...] = ()
+    layouts: str | None = None
+    objective: str | None = None
+    top: int | None = None
+    rerank: int | None = None
+    goodput: int | None = None
+    constraints: Mapping[str, Any] = field(default_factory=dict)
+    contention: str = "auto"
+
+
+def _section(source: Source) -> tuple[dict[str, Any], str]:
+    if isinstance(source, Mapping):
+        return config.read_section(source.get(SWEEP_KEY), "<inline>"), "<inline>"
+    path = Path(source)
+    raw = catalog.load_yaml_file(path)
+    return config.read_section(raw.get(SWEEP_KEY), str(path)), str(path)
+
+
+def _choice(value: object, choices: Sequence[str], key: str, source: str) -> str:
+    if value not in choices:
+        raise SpecError(key, f"{value!r} is not one of {', '.join(choices)}", source)
+    return str(value)
+
+
+def _count(request: int | None, section: Mapping[str, Any], key: str, default: int,
+           source: str) -> int:
+    if request is not None:
+        if request < 0:
+            raise SpecError(f"--{key}", f"expected an integer >= 0, got {request}")
+        return request
+    return config._int(section.get(key, default), f"sweep.{key}", source)
+
+
+def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
+    """The analytical task, the plan and the store identity of ``request`` (checked)."""
+    section, label = _section(request.source)
+    layouts = _choice(request.layouts or section.get("layouts", "search"), config.LAYOUT_MODES,
+                      "--layouts" if request.layouts else "sweep.layouts",
+                      "" if request.layouts else label)
+    objective = _choice(request.objective or section.get("objective", "step_time_s"),
+                        tuple(config.OBJECTIVES), "--objective" if request.objective
+                        else "sweep.objective", "" if request.objective else label)
+    _choice(request.contention, CONTENTION_MODES, "--contention", "")
+    vary = config._mapping(section.get("vary", {}), "sweep.vary", label)
+    plan = config.Plan(
+        settings=config.settings_from(section.get("options"),
+                                      {k: v if isinstance(v, list) else [v]
+                                       for k, v in vary.items()}, label, request.vary),
+        axes=config.axes_from(section.get("search"), request.search, label),
+        layouts=layouts, objective=objective,
+        constraints=config.constraints_from(section.get("constraints"), request.constraints, label),
+        top=_count(request.top, section, "top", 10, label),
+        rerank=_count(request.rerank, section, "rerank", 0, label),
+        goodput=_count(request.goodput, section, "goodput", 0, label))
+    source = request.source if isinstance(request.source, Mapping) else str(request.source)
+    task = AnalyticalTask(dict(source) if isinstance(source, Mapping) else source,
+                          request.overrides, plan.settings, plan.axes, layouts == "search",
+                          plan.constraints.memory_headroom_gib, request.contention)
+    for index, setting in enumerate(plan.settings):
+        _check_setting(task, index, setting.option)
+    identity = identity_of(request.source, request.overrides, plan,
+                           {"contention": request.contention})
+    return task, plan, identity
+
+
+def _check_setting(task: AnalyticalTask, index: int, option: str) -> None:
+    try:
+        task.base(index)
+    except SpecError as err:
+        where = f" (sweep option {option!r})" if option else ""
+        if err.source == "--set" and task.settings[index].overrides:
+            raise SpecError(err.key, err.message + where, "sweep/--vary") from None
+        raise SpecError(err.key, err.message + where, err.source) from None
+
+
+def execute(request: Request, execution: Execution | None = None) -> SweepOutcome:
+    """Prepare and run ``request``."""
+    task, plan, identity = prepare(request)
+    return run_sweep(task, plan, execution or Execution(), identity)
+
+
+def frame(outcome: SweepOutcome) -> pd.DataFrame:
+    """The eligible rows best first (``rank`` 1, 2, ...; ``pareto`` marks the front); the
+    rejection counts in ``attrs["rejections"]`` and the full table in ``attrs["all_rows"]``."""
+    import pandas as pd
+
+    rows = [{**outcome.rows[i], "rank": n + 1, "pareto": i in set(outcome.pareto)}
+            for n, i in enumerate(outcome.ranked)]
+    df = pd.DataFrame(rows)
+    df.attrs["rejections"] = [dict(zip(("level", "key", "count", "example"), r, strict=True))
+                              for r in outcome.rejections.rows()]
+    df.attrs["evaluated"] = len(outcome.rows)
+    return df
+
+
+def sweep(scenario: Source, *, overrides: Sequence[str] = (), vary: Sequence[str] = (),
+          search: Sequence[str] = (), layouts: str | None = None, objective: str | None = None,
+          top: int | None = None, rerank: int | None = None, goodput: int | None = None,
+          constraints: Mapping[str, Any] | None = None, contention: str = "auto", jobs: int = 1,
+          backend: str = "local", ray_address: str | None = None, out: str | Path | None = None,
+          progress: bool = False, replicas: int = 100) -> pd.DataFrame:
+    """Sweep ``scenario``: every valid layout (and every option and varied value), ranked.
+
+    Arguments are those of ``simcluster sweep`` (docs/sweep.md); ``vary`` and ``search`` items are
+    ``KEY=V1,V2`` texts, ``constraints`` a mapping of ``max_gpus``, ``max_cost_usd``,
+    ``max_days``, ``memory_headroom_gib``. Returns the eligible layouts best first.
+    """
+    request = Request(scenario, tuple(overrides), tuple(vary), tuple(search), layouts, objective,
+                      top, rerank, goodput, dict(constraints or {}), contention)
+    execution = Execution(jobs, backend, ray_address, None if out is None else Path(out),
+                          progress, replicas)
+    return frame(execute(request, execution))

@@ -1,0 +1,188 @@
+"""A whole sweep: settings -> splits -> analytical pass -> ranking -> DES re-rank -> goodput.
+
+:func:`run_sweep` is the engine behind ``simcluster sweep`` and :func:`simcluster.sweep`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simcluster.errors import SpecError
+from simcluster.sweep.config import Plan
+from simcluster.sweep.evaluate import AnalyticalTask
+from simcluster.sweep.rank import eligible, pareto_front, rank
+from simcluster.sweep.rerank import DesTask, GoodputTask, layout_of
+from simcluster.sweep.runner import Chunk, ChunkTask, Progress, ResultStore, Row, run_chunks
+from simcluster.sweep.space import Rejections, count_layouts, splits
+
+#: Candidate layouts per work chunk of the analytical pass (a chunk is whole splits).
+CHUNK_LAYOUTS = 4096
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Execution:
+    """Where and how the passes run (none of it changes a number)."""
+
+    jobs: int = 1
+    backend: str = "local"
+    ray_address: str | None = None
+    out: Path | None = None
+    progress: bool = False
+    replicas: int = 100
+
+
+@dataclass(slots=True)
+class SweepOutcome:
+    """Every row, the ranking, the Pareto front and the rejection counts of a sweep."""
+
+    plan: Plan
+    rows: list[Row]
+    ranked: list[int]
+    pareto: list[int]
+    rejections: Rejections
+    files: tuple[Path, ...] = ()
+    pareto_axes: tuple[str, str] = ("step_time_s", "gpus")
+    notes: list[str] = field(default_factory=list)
+
+
+def run_sweep(task: AnalyticalTask, plan: Plan, execution: Execution, identity: str
+              ) -> SweepOutcome:
+    """Run ``plan`` (its settings are ``task.settings``); ``identity`` keys the result store."""
+    rejections = Rejections()
+    chunks = _chunks(task, plan, rejections)
+    store = (ResultStore(execution.out, _key(identity)) if execution.out is not None else None)
+    rows = _run(task, chunks, execution, store, "analytical pass")
+    indexes = eligible(rows, plan.constraints, rejections)
+    ranked = rank(rows, indexes, plan.objective)
+    outcome = SweepOutcome(plan, rows, ranked, [], rejections)
+    if plan.rerank and ranked:
+        _des_pass(task, outcome, execution)
+    if plan.goodput and outcome.ranked:
+        _goodput_pass(task, outcome, execution)
+    outcome.pareto_axes = pareto_axes(rows, outcome.ranked)
+    outcome.pareto = _pareto(rows, outcome.ranked, outcome.pareto_axes)
+    if store is not None:
+        outcome.files = store.finish(rows)
+    return outcome
+
+
+def _key(identity: str) -> str:
+    return hashlib.sha256(f"{FORMAT_VERSION}\n{identity}".encode()).hexdigest()[:32]
+
+
+def identity_of(source: str | Path | Mapping[str, Any], overrides: Sequence[str], plan: Plan,
+                extra: Mapping[str, Any]) -> str:
+    """What makes two sweeps the same: the file's bytes, the overrides and the plan."""
+    if isinstance(source, Mapping):
+        text = json.dumps(source, sort_keys=True, default=str)
+    else:
+        text = Path(source).read_text(encoding="utf-8", errors="replace")
+    from simcluster import __version__
+
+    return json.dumps([__version__, text, list(overrides), repr(plan), dict(extra)],
+                      sort_keys=True, default=str)
+
+
+def _chunks(task: AnalyticalTask, plan: Plan, rejections: Rejections) -> list[Chunk]:
+    chunks: list[Chunk] = []
+    points: list[Any] = []
+    size = 0
+    for index in range(len(task.settings)):
+        base = task.base(index)
+        limit = plan.constraints.max_gpus
+        if limit is not None and base.cluster.gpus > limit:
+            rejections.add("setting", "constraint.max_gpus", f"{base.cluster.gpus} GPUs")
+            continue
+        if not task.search:
+            items: list[tuple[Any, int]] = [(None, 1)]
+        else:
+            items = [(tuple(s.items()), count_layouts(base, s, task.axes))
+                     for s in splits(base, task.axes, rejections)]
+        for split, count in items:
+            points.append((index, split))
+            size += count
+            if size >= CHUNK_LAYOUTS:
+                chunks.append(Chunk(len(chunks), tuple(points)))
+                points, size = [], 0
+    if points:
+        chunks.append(Chunk(len(chunks), tuple(points)))
+    return chunks
+
+
+def _run(task: ChunkTask, chunks: list[Chunk], execution: Execution, store: ResultStore | None,
+         label: str) -> list[Row]:
+    total = sum(len(c.points) for c in chunks)
+    progress = Progress(total, label=label) if execution.progress else None
+    try:
+        return run_chunks(task, chunks, jobs=execution.jobs, backend=execution.backend,
+                          ray_address=execution.ray_address, store=store, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _merge(outcome: SweepOutcome, updates: list[Row], prefix_old: Callable[[Row], Row]) -> None:
+    for update in updates:
+        index = int(update.pop("row"))  # type: ignore[arg-type]
+        row = outcome.rows[index]
+        row.update(prefix_old(row))
+        row.update(update)
+
+
+def _des_pass(task: AnalyticalTask, outcome: SweepOutcome, execution: Execution) -> None:
+    best = outcome.ranked[:outcome.plan.rerank]
+    chunks = [Chunk(n, ((i, _setting(outcome.rows[i], task), tuple(layout_of(
+        outcome.rows[i]).items())),)) for n, i in enumerate(best)]
+    updates = _run(DesTask(task), chunks, execution, None, "DES re-rank")
+    _merge(outcome, updates, lambda row: {"analytical_step_time_s": row.get("step_time_s")})
+    head = rank(outcome.rows, best, outcome.plan.objective)
+    outcome.ranked = head + outcome.ranked[len(best):]
+    outcome.notes.append(f"the best {len(best)} by the analytical model were re-timed with the "
+                         "DES and re-ranked; the rest keep their analytical ranks")
+
+
+def _goodput_pass(task: AnalyticalTask, outcome: SweepOutcome, execution: Execution) -> None:
+    best = outcome.ranked[:outcome.plan.goodput]
+    chunks = [Chunk(n, ((i, _setting(outcome.rows[i], task), tuple(layout_of(
+        outcome.rows[i]).items()), float(outcome.rows[i]["step_time_s"] or 0.0)),))
+        for n, i in enumerate(best)]
+    goodput = GoodputTask(task, execution.replicas)
+    updates = _run(goodput, chunks, execution, None, "reliability")
+    _merge(outcome, updates, lambda row: {})
+    if outcome.plan.objective == "goodput_time_to_train_days":
+        outcome.ranked = rank(outcome.rows, best, outcome.plan.objective) + outcome.ranked[len(best):]
+
+
+def _setting(row: Row, task: AnalyticalTask) -> int:
+    index = row.get("setting")
+    if not isinstance(index, int):
+        raise SpecError("sweep", "internal: a row without its setting index")
+    return index
+
+
+def pareto_axes(rows: list[Row], ranked: list[int]) -> tuple[str, str]:
+    """Time to train against cost where every eligible row has both; else the step time, and the
+    GPU count standing for the cost."""
+    def have(key: str) -> bool:
+        return bool(ranked) and all(isinstance(rows[i].get(key), int | float) for i in ranked)
+
+    time_key = "time_to_train_days" if have("time_to_train_days") else "step_time_s"
+    return time_key, "cost_usd" if have("cost_usd") else "gpus"
+
+
+def _pareto(rows: list[Row], ranked: list[int], axes: tuple[str, str]) -> list[int]:
+    """The Pareto front of the eligible rows on ``axes`` (both minimised)."""
+    points = [(_num(rows[i][axes[0]]), _num(rows[i][axes[1]])) for i in ranked]
+    return [ranked[j] for j in pareto_front(points)]
+
+
+def _num(value: object) -> float:
+    if isinstance(value, int | float):
+        return float(value)
+    raise SpecError("sweep", f"internal: {value!r} is not a number")

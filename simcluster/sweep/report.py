@@ -1,0 +1,125 @@
+"""Text and JSON of a sweep: the ranked table, the Pareto front, the rejections, the options."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from simcluster.report.table import format_table
+from simcluster.sweep.driver import SweepOutcome
+from simcluster.sweep.rank import rank
+from simcluster.sweep.runner import Row
+
+
+def layout_text(row: Row) -> str:
+    """``tp8 pp16 dp8 mb1 interleaved/2 full sp z1`` (only the non-default parts of cp/ep)."""
+    parts = [f"tp{row['tp']}", f"pp{row['pp']}"]
+    parts += [f"cp{row['cp']}"] if row.get("cp", 1) != 1 else []
+    parts += [f"ep{row['ep']}"] if row.get("ep", 1) != 1 else []
+    parts += [f"dp{row['dp']}", f"mb{row['micro_batch']}"]
+    schedule = str(row["schedule"])
+    parts.append(f"{schedule}/{row['virtual_stages']}" if schedule == "interleaved" else schedule)
+    parts.append(str(row["recompute"]))
+    parts += ["sp"] if row.get("sequence_parallel") else []
+    parts.append(f"z{row['zero_stage']}")
+    parts += [f"layers[{row['stage_layers']}]"] if row.get("stage_layers") else []
+    return " ".join(parts)
+
+
+def _varied(outcome: SweepOutcome) -> list[str]:
+    keys: list[str] = []
+    for setting in outcome.plan.settings:
+        keys += [k for k, _ in setting.columns if k not in keys]
+    return keys
+
+
+def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True) -> str:
+    rows = outcome.rows
+    options = any(rows[i].get("option") for i in indexes)
+    varied = _varied(outcome)
+    goodput = any(rows[i].get("goodput") is not None for i in indexes)
+    headers = ["#"] + (["option"] if options else []) + varied + [
+        "layout", "engine", "step s", "tokens/s", "MFU", "GiB", "days", "cost $"]
+    headers += ["goodput", "ckpt min", "days w/ failures"] if goodput else []
+    body = []
+    for n, i in enumerate(indexes):
+        r = rows[i]
+        line: list[object] = [n + 1 if numbered else outcome.ranked.index(i) + 1]
+        line += [r.get("option")] if options else []
+        line += [r.get(k) for k in varied]
+        line += [layout_text(r), r.get("engine", "analytical"), r.get("step_time_s"),
+                 r.get("tokens_per_s"), r.get("mfu"), r.get("peak_memory_gib"),
+                 r.get("time_to_train_days"), _money(r.get("cost_usd"))]
+        if goodput:
+            line += [r.get("goodput"), r.get("checkpoint_interval_min"),
+                     r.get("goodput_time_to_train_days")]
+        body.append(line)
+    return format_table(headers, body)
+
+
+def _money(value: object) -> object:
+    return f"{value:,.0f}" if isinstance(value, float) else value
+
+
+def rejections_text(outcome: SweepOutcome) -> str:
+    """The rejection counts by level and key, with one example message each."""
+    rows = [(lv, key, f"{count:,}", example[:90]) for lv, key, count, example
+            in outcome.rejections.rows()]
+    return format_table(["level", "key", "rejected", "example"], rows) if rows else "(none)"
+
+
+def options_text(outcome: SweepOutcome) -> str:
+    """Each option's best layout (capacity planning): time, cost and capital side by side."""
+    rows = outcome.rows
+    names: list[str] = []
+    for i in outcome.ranked:
+        name = str(rows[i].get("option") or "")
+        if name not in names:
+            names.append(name)
+    body = []
+    for name in names:
+        mine = [i for i in outcome.ranked if rows[i].get("option") == name]
+        best = rank(rows, mine, outcome.plan.objective)[0]
+        r = rows[best]
+        body.append([name, r.get("nodes"), r.get("gpus"), layout_text(r), r.get("step_time_s"),
+                     r.get("time_to_train_days"), _money(r.get("cost_usd")),
+                     _money(r.get("capital_usd")), r.get("peak_memory_gib"),
+                     r.get("memory_capacity_gib")])
+    headers = ["option", "nodes", "gpus", "best layout", "step s", "days", "cost $",
+               "capital $", "GiB", "of GiB"]
+    return format_table(headers, body)
+
+
+def sweep_text(outcome: SweepOutcome, top: int) -> str:
+    """The whole summary ``simcluster sweep`` prints."""
+    rows = outcome.rows
+    timed = sum(1 for r in rows if r.get("status") == "ok")
+    lines = [f"{len(rows):,} candidate layouts evaluated ({timed:,} fit and were timed, "
+             f"{len(outcome.ranked):,} meet the constraints); objective: "
+             f"{outcome.plan.objective}", ""]
+    if not outcome.ranked:
+        lines += ["no layout fits and meets the constraints", ""]
+    else:
+        lines += [f"best {min(top, len(outcome.ranked))}",
+                  _table(outcome, outcome.ranked[:top]), ""]
+        if len({r.get("option") for r in rows}) > 1:
+            lines += ["best per option", options_text(outcome), ""]
+        lines += [f"Pareto front ({outcome.pareto_axes[0]} vs {outcome.pareto_axes[1]}; "
+                  "# is the rank)", _table(outcome, outcome.pareto, numbered=False), ""]
+    lines += ["rejected", rejections_text(outcome)]
+    lines += [f"note: {n}" for n in outcome.notes]
+    lines += [f"written: {p}" for p in outcome.files]
+    return "\n".join(lines)
+
+
+def sweep_dict(outcome: SweepOutcome, top: int) -> dict[str, Any]:
+    """The JSON of ``simcluster sweep --json``: top rows, Pareto rows, rejections, files."""
+    rows = outcome.rows
+    return {"objective": outcome.plan.objective, "evaluated": len(rows),
+            "eligible": len(outcome.ranked),
+            "top": [{"rank": n + 1, **rows[i]} for n, i in enumerate(outcome.ranked[:top])],
+            "pareto_axes": list(outcome.pareto_axes),
+            "pareto": [rows[i] for i in outcome.pareto],
+            "rejections": [dict(zip(("level", "key", "count", "example"), r, strict=True))
+                           for r in outcome.rejections.rows()],
+            "notes": outcome.notes, "files": [str(p) for p in outcome.files]}
