@@ -16,13 +16,15 @@ from simcluster.errors import SpecError
 from simcluster.sweep.config import Plan
 from simcluster.sweep.evaluate import AnalyticalTask
 from simcluster.sweep.rank import eligible, pareto_front, rank
-from simcluster.sweep.rerank import DesTask, GoodputTask, layout_of
+from simcluster.sweep.rerank import INTERVAL_KEY, DesTask, GoodputTask, layout_of
 from simcluster.sweep.runner import Chunk, ChunkTask, Progress, ResultStore, Row, run_chunks
-from simcluster.sweep.space import Rejections, count_layouts, splits
+from simcluster.sweep.space import LAYOUT_KEYS, Rejections, count_layouts, splits
 
 #: Candidate layouts per work chunk of the analytical pass (a chunk is whole splits).
 CHUNK_LAYOUTS = 4096
 FORMAT_VERSION = 1
+#: Columns that identify a configuration apart from its varied keys.
+_CONFIG_KEYS = frozenset(LAYOUT_KEYS) | {"option", "topology", "nodes", "gpus"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +61,7 @@ def run_sweep(task: AnalyticalTask, plan: Plan, execution: Execution, identity: 
     store = (ResultStore(execution.out, _key(identity)) if execution.out is not None else None)
     rows = _run(task, chunks, execution, store, "analytical pass")
     indexes = eligible(rows, plan.constraints, rejections)
-    ranked = rank(rows, indexes, plan.objective)
+    ranked = rank(rows, indexes, timing_objective(plan.objective))
     outcome = SweepOutcome(plan, rows, ranked, [], rejections)
     if plan.rerank and ranked:
         _des_pass(task, outcome, execution)
@@ -141,14 +143,38 @@ def _des_pass(task: AnalyticalTask, outcome: SweepOutcome, execution: Execution)
         outcome.rows[i]).items())),)) for n, i in enumerate(best)]
     updates = _run(DesTask(task), chunks, execution, None, "DES re-rank")
     _merge(outcome, updates, lambda row: {"analytical_step_time_s": row.get("step_time_s")})
-    head = rank(outcome.rows, best, outcome.plan.objective)
+    head = rank(outcome.rows, best, timing_objective(outcome.plan.objective))
     outcome.ranked = head + outcome.ranked[len(best):]
     outcome.notes.append(f"the best {len(best)} by the analytical model were re-timed with the "
                          "DES and re-ranked; the rest keep their analytical ranks")
 
 
+def timing_objective(objective: str) -> str:
+    """The objective of the passes before the reliability engine: time to train stands for the
+    goodput-adjusted time to train until that is known."""
+    return "time_to_train_days" if objective == "goodput_time_to_train_days" else objective
+
+
+def interval_siblings(rows: list[Row], ranked: list[int], count: int) -> list[int]:
+    """The best ``count`` configurations, each with every checkpoint interval the sweep varies.
+
+    Rows that differ only in ``checkpoint.interval_min`` share their step (same layout, same
+    hardware), so they rank together; the reliability pass must see all of them to compare the
+    intervals on the same sample paths.
+    """
+    def config(i: int) -> tuple[Any, ...]:
+        return tuple(sorted((k, repr(v)) for k, v in rows[i].items()
+                            if k in _CONFIG_KEYS or ("." in k and k != INTERVAL_KEY)))
+
+    groups: dict[tuple[Any, ...], list[int]] = {}
+    for i in ranked:
+        groups.setdefault(config(i), []).append(i)
+    chosen = list(groups.values())[:count]
+    return [i for group in chosen for i in group]
+
+
 def _goodput_pass(task: AnalyticalTask, outcome: SweepOutcome, execution: Execution) -> None:
-    best = outcome.ranked[:outcome.plan.goodput]
+    best = interval_siblings(outcome.rows, outcome.ranked, outcome.plan.goodput)
     chunks = [Chunk(n, ((i, _setting(outcome.rows[i], task), tuple(layout_of(
         outcome.rows[i]).items()), float(outcome.rows[i]["step_time_s"] or 0.0)),))
         for n, i in enumerate(best)]
@@ -156,7 +182,9 @@ def _goodput_pass(task: AnalyticalTask, outcome: SweepOutcome, execution: Execut
     updates = _run(goodput, chunks, execution, None, "reliability")
     _merge(outcome, updates, lambda row: {})
     if outcome.plan.objective == "goodput_time_to_train_days":
-        outcome.ranked = rank(outcome.rows, best, outcome.plan.objective) + outcome.ranked[len(best):]
+        chosen = set(best)
+        rest = [i for i in outcome.ranked if i not in chosen]
+        outcome.ranked = rank(outcome.rows, best, outcome.plan.objective) + rest
 
 
 def _setting(row: Row, task: AnalyticalTask) -> int:

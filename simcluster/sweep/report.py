@@ -63,9 +63,17 @@ def _money(value: object) -> object:
 
 def rejections_text(outcome: SweepOutcome) -> str:
     """The rejection counts by level and key, with one example message each."""
-    rows = [(lv, key, f"{count:,}", example[:90]) for lv, key, count, example
+    rows = [(f"{count:,}", lv, key, example[:100]) for lv, key, count, example
             in outcome.rejections.rows()]
-    return format_table(["level", "key", "rejected", "example"], rows) if rows else "(none)"
+    if not rows:
+        return "(none)"
+    headers = ("rejected", "level", "key", "example")
+    widths = [max(len(str(r[i])) for r in (headers, *rows)) for i in range(4)]
+    lines = ["  ".join([str(r[0]).rjust(widths[0]), *(str(c).ljust(w) for c, w in
+                                                       zip(r[1:], widths[1:], strict=True))]).rstrip()
+             for r in (headers, *rows)]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
 
 
 def options_text(outcome: SweepOutcome) -> str:
