@@ -52,7 +52,7 @@ def test_sweep_prints_table_pareto_and_rejections(tiny: Path, tmp_path: Path,
     assert main(["sweep", str(tiny), *SEARCH, "--top", "3", "--quiet",
                  "--out", str(tmp_path / "o")]) == 0
     text = capsys.readouterr().out
-    assert "best 3" in text and "Pareto front" in text and "rejected" in text
+    assert all(part in text for part in ("best 3", "Pareto front", "rejected"))
     assert "parallelism.sequence_parallel" in text  # sp with tp=1 is a counted rejection
 
 
@@ -103,7 +103,8 @@ def test_library_call_returns_a_ranked_dataframe(tiny: Path) -> None:
     frame = simcluster.sweep(str(tiny), search=SEARCH[1::2], top=5)
     assert list(frame["rank"][:3]) == [1, 2, 3]
     assert frame["step_time_s"].is_monotonic_increasing
-    assert frame.attrs["rejections"] and frame.attrs["evaluated"] >= len(frame)
+    assert frame.attrs["rejections"]
+    assert frame.attrs["evaluated"] >= len(frame)
 
 
 @pytest.mark.parametrize(("args", "needle"), [
@@ -117,7 +118,8 @@ def test_bad_flags_exit_2_with_one_line(tiny: Path, capsys: pytest.CaptureFixtur
                                         args: list[str], needle: str) -> None:
     assert main(["sweep", str(tiny), *args, "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+    assert needle in err
+    assert err.count("\n") == 1
 
 
 @pytest.mark.parametrize(("section", "needle"), [
@@ -132,7 +134,8 @@ def test_bad_sweep_section_names_file_and_key(tmp_path: Path, capsys: pytest.Cap
     path = _write(tmp_path, {**SCENARIO, "sweep": section})
     assert main(["sweep", str(path), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert needle in err and err.count("\n") == 1
+    assert needle in err
+    assert err.count("\n") == 1
     assert str(path) in err or "sweep/--vary" in err
 
 
