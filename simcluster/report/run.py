@@ -26,9 +26,8 @@ def run_text(d: dict[str, Any]) -> str:
         head.append("contention      " + ", ".join(f"{k} x{f:.2f}" for k, f in slowed.items())
                     + " (Tier B: traffic sharing links)")
     if d["time_to_train_days"] is not None:
-        cost = "" if d["cost_usd"] is None else f"   ${d['cost_usd']:,.0f}"
         head.append(f"time to train   {d['time_to_train_days']:.2f} days   "
-                    f"{d['gpu_hours']:,.0f} GPU-hours{cost}")
+                    f"{d['gpu_hours']:,.0f} GPU-hours{_cost_text(d)}")
     if d["goodput"] is not None:
         head.append(f"with failures   goodput {d['goodput']:.1%}, expected "
                     f"{d['expected_time_to_train_days']:.2f} days to train "
@@ -38,6 +37,16 @@ def run_text(d: dict[str, Any]) -> str:
     table = format_table(["time breakdown", "seconds", "share"],
                          [[k, f"{v:.4g}", f"{share:.1%}"] for k, v, share in rows])
     return "\n".join([*head, "", table])
+
+
+def _cost_text(d: dict[str, Any]) -> str:
+    """The cost after the GPU-hours; buying also shows the capital paid up front."""
+    if d["cost_usd"] is None:
+        return ""
+    if d.get("capital_usd") is None:
+        return f"   ${d['cost_usd']:,.0f}"
+    return (f"   ${d['cost_usd']:,.0f} (amortised + energy; capital ${d['capital_usd']:,.0f} up "
+            "front)")
 
 
 def _does_not_fit_line(d: dict[str, Any]) -> str:

@@ -83,12 +83,14 @@ class RunResult:
     def _training(self, tokens_per_s: float) -> dict[str, float | None]:
         s = self.scenario
         if s.training.tokens is None:
-            return {"time_to_train_days": None, "gpu_hours": None, "cost_usd": None}
+            return {"time_to_train_days": None, "gpu_hours": None, "cost_usd": None,
+                    "capital_usd": None, "energy_usd": None}
         topo = s.cluster.topology
         cost = training_cost(s.training.tokens, tokens_per_s, s.cluster.gpus, s.cluster.nodes,
                              topo.accelerator.tdp_W, s.cost)
         return {"time_to_train_days": cost.time_s / 86400.0, "gpu_hours": cost.gpu_hours,
-                "cost_usd": cost.cost_usd}
+                "cost_usd": cost.cost_usd, "capital_usd": cost.capital_usd,
+                "energy_usd": cost.energy_usd}
 
 
 def simulate(scenario: Scenario, contention: str = "auto", reliability_replicas: int = 100,

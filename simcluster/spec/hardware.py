@@ -7,6 +7,7 @@ line rates per direction; how much of them a collective achieves is calibration,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from simcluster.errors import SpecError
@@ -29,6 +30,52 @@ MAX_NICS_PER_NODE = 64
 MAX_CPU_SOCKETS = 16
 #: Ports of one switch: real switch ASICs have 32-512 (Quantum-2 64 x 400G, Tomahawk 5 512 x 100G).
 MAX_SWITCH_RADIX = 4096
+#: A price's date: a year, a month or a day (``2022``, ``2022-03``, ``2022-03-29``).
+AS_OF_PATTERN = re.compile(r"^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")
+
+
+def check_dated_source(as_of: str, source: str) -> None:
+    """A price carries its date (``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``) and a non-empty source."""
+    if not AS_OF_PATTERN.match(as_of):
+        raise SpecError("as_of", f"expected a date YYYY, YYYY-MM or YYYY-MM-DD, got {as_of!r}")
+    if not source.strip():
+        raise SpecError("source", "must cite where the price comes from (a page, a press release)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcceleratorPriceSpec:
+    """Public prices of one accelerator, dated and cited (docs/cost.md).
+
+    A price without ``as_of`` and ``source`` is refused: a number nobody can check is not data.
+    """
+
+    buy_usd: float | None = spec_field(None, unit="usd", gt=0,
+                                       doc="one GPU: launch MSRP or list price")
+    rent_per_gpu_hour_usd: float | None = spec_field(None, unit="usd", gt=0,
+                                                     doc="public on-demand cloud price per GPU-hour")
+    as_of: str = spec_field(doc="date of the price: YYYY, YYYY-MM or YYYY-MM-DD")
+    source: str = spec_field(doc="citation: vendor page, press release or price page, with URL")
+
+    def __post_init__(self) -> None:
+        if self.buy_usd is None and self.rent_per_gpu_hour_usd is None:
+            raise SpecError("buy_usd", "a price section needs buy_usd or rent_per_gpu_hour_usd")
+        check_dated_source(self.as_of, self.source)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NodePriceSpec:
+    """Public price and maximum power of one node (a server or a box), dated and cited."""
+
+    node_usd: float | None = spec_field(None, unit="usd", gt=0, doc="one whole node (server, box)")
+    node_power_W: float | None = spec_field(None, unit="W", gt=0,
+                                            doc="maximum system power of one node (datasheet)")
+    as_of: str = spec_field(doc="date of the price: YYYY, YYYY-MM or YYYY-MM-DD")
+    source: str = spec_field(doc="citation: vendor page, press release or datasheet, with URL")
+
+    def __post_init__(self) -> None:
+        if self.node_usd is None and self.node_power_W is None:
+            raise SpecError("node_usd", "a price section needs node_usd or node_power_W")
+        check_dated_source(self.as_of, self.source)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,6 +110,7 @@ class AcceleratorSpec:
     attention_backward_efficiency: float = spec_field(
         0.60, gt=0, le=1, doc="fused attention backward rate over the best-shape matmul rate")
     tdp_W: float = spec_field(0.0, unit="W", ge=0)
+    price: AcceleratorPriceSpec | None = spec_field(None)
 
     def __post_init__(self) -> None:
         if not self.peak_flops_per_s:
@@ -133,6 +181,7 @@ class TopologySpec:
     scale_up: ScaleUpSpec = spec_field()
     host: HostSpec = spec_field(HostSpec())
     scale_out: ScaleOutSpec = spec_field(ScaleOutSpec())
+    price: NodePriceSpec | None = spec_field(None)
 
     def __post_init__(self) -> None:
         up = self.scale_up

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from simcluster import catalog
 from simcluster.errors import SpecError
 from simcluster.spec.checks import check_scenario, check_tp_divides_model
 from simcluster.spec.hardware import DTYPES, TopologySpec
@@ -21,6 +22,7 @@ INTER_ARRIVAL = ("exponential", "weibull")
 CHECKPOINT_MODES = ("sync", "async", "in-memory", "none")
 DETECTIONS = ("error", "watchdog")
 LINK_LAYERS = ("scale_up", "scale_out")
+COST_MODES = ("rent", "buy")
 SCENARIO_SCHEMA = "simcluster/scenario/v1"
 #: Largest global batch accepted, in sequences (2**40: far beyond any real run, small enough that
 #: per-step counts stay exact and the engines' loops stay bounded by their own limits).
@@ -251,8 +253,20 @@ class CheckpointSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CostSpec:
-    """Either rent (per GPU-hour) or buy (price per node, amortisation, power)."""
+    """Rent (per GPU-hour) or buy (price per node, amortisation, power): docs/cost.md.
 
+    ``mode`` says which; a number left out is taken from the catalog's dated prices (rent: the
+    accelerator's ``price.rent_per_gpu_hour_usd``; buy: the topology's ``price.node_usd`` and,
+    unless ``node_power_W`` is given, its ``price.node_power_W``). It is resolved here, after
+    ``cluster``, so a ``--set cluster.topology=...`` brings its own prices. ``cost: rent`` and
+    ``cost: buy`` are shorthands for ``{mode: rent}`` and ``{mode: buy}``.
+    """
+
+    scalar_forms: ClassVar[dict[str, dict[str, str]]] = {m: {"mode": m} for m in COST_MODES}
+
+    mode: str = spec_field(derived=True, choices=COST_MODES,
+                           doc="derived from the number given; with no number, prices come "
+                               "from the catalog")
     rent_per_gpu_hour_usd: float | None = spec_field(None, unit="usd", ge=0)
     node_price_usd: float | None = spec_field(None, unit="usd", ge=0)
     amortisation_years: float = spec_field(4.0, gt=0)
@@ -260,10 +274,63 @@ class CostSpec:
     node_power_W: float | None = spec_field(None, unit="W", gt=0)
     pue: float = spec_field(1.0, ge=1.0)
 
-    def __post_init__(self) -> None:
-        if (self.rent_per_gpu_hour_usd is None) == (self.node_price_usd is None):
-            raise SpecError("rent_per_gpu_hour_usd",
-                            "give exactly one of rent_per_gpu_hour_usd (rent) or node_price_usd (buy)")
+    @staticmethod
+    def derive(values: dict[str, Any], context: Context) -> None:
+        """``mode`` from the number given, or the missing number from the catalog."""
+        rent, node = values.get("rent_per_gpu_hour_usd"), values.get("node_price_usd")
+        if rent is not None and node is not None:
+            raise SpecError("rent_per_gpu_hour_usd", "give one of rent_per_gpu_hour_usd (rent) or "
+                            "node_price_usd (buy), not both")
+        mode = values.get("mode") or _mode_of(rent, node)
+        values["mode"] = mode
+        if (mode == "rent" and node is not None) or (mode == "buy" and rent is not None):
+            given = "node_price_usd" if node is not None else "rent_per_gpu_hour_usd"
+            raise SpecError("mode", f"{mode} contradicts {given}; to switch a scenario to "
+                            f"{mode}ing use 'cost: {mode}' (--set cost={mode}), catalog prices")
+        cluster = context.get("cluster")
+        topology = cluster.topology if isinstance(cluster, ClusterSpec) else None
+        if mode == "rent" and rent is None:
+            values["rent_per_gpu_hour_usd"] = _catalog_rent(topology)
+        if mode == "buy":
+            price = topology.price if topology is not None else None
+            if node is None:
+                values["node_price_usd"] = _catalog_node_price(topology)
+            if values.get("node_power_W") is None and price is not None:
+                values["node_power_W"] = price.node_power_W
+
+
+def _mode_of(rent: float | None, node: float | None) -> str:
+    if rent is not None:
+        return "rent"
+    if node is not None:
+        return "buy"
+    raise SpecError("rent_per_gpu_hour_usd",
+                    "give exactly one of rent_per_gpu_hour_usd (rent) or node_price_usd (buy), or "
+                    "mode: rent | buy to take the price from the catalog")
+
+
+def _catalog_rent(topology: TopologySpec | None) -> float:
+    if topology is None:
+        raise SpecError("mode", "rent needs cluster.topology to find a price; give "
+                        "cost.rent_per_gpu_hour_usd")
+    acc = topology.accelerator
+    if acc.price is None or acc.price.rent_per_gpu_hour_usd is None:
+        raise SpecError("mode", f"rent: accelerator {acc.name} has no price.rent_per_gpu_hour_usd "
+                        "in the catalog (simcluster/catalog/accelerators.yaml); give "
+                        "cost.rent_per_gpu_hour_usd")
+    return acc.price.rent_per_gpu_hour_usd
+
+
+def _catalog_node_price(topology: TopologySpec | None) -> float:
+    if topology is None:
+        raise SpecError("mode", "buy needs cluster.topology to find a price; give "
+                        "cost.node_price_usd")
+    if topology.price is None or topology.price.node_usd is None:
+        where = (f"topologies/{topology.name}.yaml" if topology.name in catalog.names("topologies")
+                 else "its file")
+        raise SpecError("mode", f"buy: topology {topology.name} has no price.node_usd in {where}; "
+                        "give cost.node_price_usd")
+    return topology.price.node_usd
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -224,8 +224,14 @@ def _convert(hint: Any, meta: Meta, value: object, suffix: str | None, where: st
 
 
 def _scalar_form(cls: type, value: object, where: str) -> object:
-    """A scalar that a spec class accepts in place of its mapping (``checkpoint: none``)."""
+    """A scalar that a spec class accepts in place of its mapping (``checkpoint: none``).
+
+    ``--set cost.X=...`` on ``cost: buy`` makes ``{preset: buy, X: ...}``: the form refined by X.
+    """
     forms: Mapping[str, Mapping[str, Any]] = getattr(cls, "scalar_forms", {})
+    preset = value.get("preset") if isinstance(value, Mapping) else None
+    if isinstance(value, Mapping) and isinstance(preset, str) and preset in forms:
+        return {**forms[preset], **{k: v for k, v in value.items() if k != "preset"}}
     if not isinstance(value, str) or not forms:
         return value
     if value not in forms:
