@@ -1,7 +1,7 @@
 """Figure: time to train against cost for the planning sweep, one colour per hardware option.
 
-Reads the results CSV of ``simcluster sweep scenarios/plan-10b-300b.yaml`` (one row per evaluated
-layout that fits), marks each option's cheapest layout with its layout, and draws the Pareto front
+Reads the results CSV of ``simcluster sweep scenarios/plan-10b-300b.yaml`` (one row per candidate
+layout; those with ``status`` ok are timed), marks each option's cheapest layout with its layout, and draws the Pareto front
 (no other layout is both faster and cheaper). Writes a PNG (default: ``planning.png`` next to the
 CSV). Needs matplotlib (``pip install simcluster[plots]``).
 Usage: ``python analysis/plot_planning.py [RESULTS.csv] [--out FILE]``.
@@ -23,7 +23,7 @@ from _guard import guarded
 
 from simcluster.errors import SpecError
 
-DEFAULT_CSV = Path("out") / "plan-10b-300b" / "results.csv"
+DEFAULT_CSV = Path("runs") / "sweep" / "plan-10b-300b" / "results.csv"
 #: Columns the figure reads; the sweep writes more (schedule, recompute, mfu, ...).
 INT_COLUMNS = ("cluster.nodes", "tp", "pp", "cp", "dp", "micro_batch")
 FLOAT_COLUMNS = ("time_to_train_days", "cost_usd")
@@ -66,7 +66,8 @@ def read_layouts(path: Path) -> list[Layout]:
     if missing:
         raise SpecError(missing[0], f"missing column (needs {', '.join(missing)})", str(path))
     layouts = [_layout(row, i, path) for i, row in enumerate(rows, start=2)
-               if str(row.get("fits", "true")).strip().lower() not in FALSE]
+               if str(row.get("fits", "true")).strip().lower() not in FALSE
+               and row.get("status", "ok") == "ok"]  # the sweep's untimed rows: memory, rule
     if not layouts:
         raise SpecError("fits", "no row fits in memory: nothing to plot", str(path))
     return layouts

@@ -9,7 +9,7 @@ from pathlib import Path
 from simcluster.cli_args import job_count, non_negative_int, positive_int
 
 OBJECTIVE_CHOICES = ("step_time_s", "tokens_per_s", "mfu", "time_to_train_days", "cost_usd",
-                     "capital_usd", "goodput_time_to_train_days")
+                     "capital_usd", "goodput_time_to_train_days", "time", "cost", "goodput")
 #: Where results go by default: ``runs/sweep/<scenario file stem>/`` (``--out`` to change).
 DEFAULT_OUT = Path("runs") / "sweep"
 
@@ -47,8 +47,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--layouts", choices=("search", "fixed"),
                    help="search every valid layout (default) or keep the file's layout")
     p.add_argument("--objective", choices=OBJECTIVE_CHOICES,
-                   help="rank by this (default step_time_s); goodput_time_to_train_days needs "
-                        "--goodput")
+                   help="rank by this (default step_time_s); time, cost and goodput stand for "
+                        "time_to_train_days, cost_usd and goodput_time_to_train_days (the last "
+                        "needs --goodput N)")
+    p.add_argument("--gpus", type=positive_int, metavar="N",
+                   help="search layouts on N GPUs (sets cluster.nodes = N / GPUs per node)")
     p.add_argument("--top", type=positive_int, help="rows of the ranked table (default 10)")
     p.add_argument("--rerank", type=non_negative_int, metavar="K",
                    help="re-time the best K with the discrete-event engine and re-rank them")
@@ -94,7 +97,8 @@ def handle(args: argparse.Namespace) -> int:
                    "max_days": args.max_days, "memory_headroom_gib": args.headroom_gib}
     request = Request(args.scenario, tuple(args.set), tuple(args.vary), tuple(args.search),
                       args.layouts, args.objective, args.top, args.rerank, args.goodput,
-                      {k: v for k, v in constraints.items() if v is not None}, args.contention)
+                      {k: v for k, v in constraints.items() if v is not None}, args.contention,
+                      args.gpus)
     out = Path(args.out) if args.out else DEFAULT_OUT / Path(args.scenario).stem
     execution = Execution(args.jobs, args.backend, args.ray_address, out, not args.quiet,
                           args.replicas)

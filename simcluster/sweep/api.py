@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,7 @@ class Request:
     goodput: int | None = None
     constraints: Mapping[str, Any] = field(default_factory=dict)
     contention: str = "auto"
+    gpus: int | None = None
 
 
 def _section(source: Source) -> tuple[dict[str, Any], str]:
@@ -69,9 +71,10 @@ def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
     layouts = _choice(request.layouts or section.get("layouts", "search"), config.LAYOUT_MODES,
                       "--layouts" if request.layouts else "sweep.layouts",
                       "" if request.layouts else label)
-    objective = _choice(request.objective or section.get("objective", "step_time_s"),
-                        tuple(config.OBJECTIVES), "--objective" if request.objective
-                        else "sweep.objective", "" if request.objective else label)
+    wanted = request.objective or section.get("objective", "step_time_s")
+    objective = _choice(config.ALIASES.get(wanted, wanted), tuple(config.OBJECTIVES),
+                        "--objective" if request.objective else "sweep.objective",
+                        "" if request.objective else label)
     _choice(request.contention, CONTENTION_MODES, "--contention", "")
     vary = config._mapping(section.get("vary", {}), "sweep.vary", label)
     plan = config.Plan(
@@ -90,6 +93,9 @@ def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
                           plan.constraints.memory_headroom_gib, request.contention)
     for index, setting in enumerate(plan.settings):
         _check_setting(task, index, setting.option)
+    if request.gpus is not None:
+        task = _with_gpus(task, request.gpus)
+        plan = dataclasses.replace(plan, settings=task.settings)
     identity = identity_of(request.source, request.overrides, plan,
                            {"contention": request.contention})
     return task, plan, identity
@@ -103,6 +109,22 @@ def _check_setting(task: AnalyticalTask, index: int, option: str) -> None:
         if err.source == "--set" and task.settings[index].overrides:
             raise SpecError(err.key, err.message + where, "sweep/--vary") from None
         raise SpecError(err.key, err.message + where, err.source) from None
+
+
+def _with_gpus(task: AnalyticalTask, gpus: int) -> AnalyticalTask:
+    """Every setting on ``gpus`` GPUs (``cluster.nodes`` = gpus / GPUs per node)."""
+    settings = []
+    for index, setting in enumerate(task.settings):
+        per_node = task.base(index).cluster.topology.gpus_per_node
+        if gpus % per_node:
+            raise SpecError("--gpus", f"{gpus} is not a whole number of nodes of "
+                            f"{per_node} GPUs ({task.base(index).cluster.topology.name})")
+        settings.append(dataclasses.replace(
+            setting, overrides=(*setting.overrides, f"cluster.nodes={gpus // per_node}")))
+    task = dataclasses.replace(task, settings=tuple(settings))
+    for index, setting in enumerate(task.settings):
+        _check_setting(task, index, setting.option)
+    return task
 
 
 def execute(request: Request, execution: Execution | None = None) -> SweepOutcome:
@@ -130,7 +152,8 @@ def sweep(scenario: Source, *, overrides: Sequence[str] = (), vary: Sequence[str
           top: int | None = None, rerank: int | None = None, goodput: int | None = None,
           constraints: Mapping[str, Any] | None = None, contention: str = "auto", jobs: int = 1,
           backend: str = "local", ray_address: str | None = None, out: str | Path | None = None,
-          progress: bool = False, replicas: int = 100) -> pd.DataFrame:
+          progress: bool = False, replicas: int = 100, gpus: int | None = None
+          ) -> pd.DataFrame:
     """Sweep ``scenario``: every valid layout (and every option and varied value), ranked.
 
     Arguments are those of ``simcluster sweep`` (docs/sweep.md); ``vary`` and ``search`` items are
@@ -138,7 +161,7 @@ def sweep(scenario: Source, *, overrides: Sequence[str] = (), vary: Sequence[str
     ``max_days``, ``memory_headroom_gib``. Returns the eligible layouts best first.
     """
     request = Request(scenario, tuple(overrides), tuple(vary), tuple(search), layouts, objective,
-                      top, rerank, goodput, dict(constraints or {}), contention)
+                      top, rerank, goodput, dict(constraints or {}), contention, gpus)
     execution = Execution(jobs, backend, ray_address, None if out is None else Path(out),
                           progress, replicas)
     return frame(execute(request, execution))

@@ -38,7 +38,9 @@ def eligible(rows: Sequence[Row], c: Constraints, rejections: Rejections) -> lis
             key, _, message = str(row.get("reason")).partition(": ")
             rejections.add("variant", key, message)
         elif (broken := broken_constraint(row, c)) is not None:
-            rejections.add("layout", broken, f"{row.get(_column(broken))} over the limit")
+            value = row.get(_column(broken))
+            shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+            rejections.add("layout", broken, f"{_column(broken)} {shown} over the limit")
         else:
             out.append(i)
     return out

@@ -98,6 +98,17 @@ def options_text(outcome: SweepOutcome) -> str:
     return format_table(headers, body)
 
 
+def distinct_points(outcome: SweepOutcome) -> tuple[list[int], int]:
+    """The Pareto rows with one row (the best ranked) per distinct point, and how many tied."""
+    x, y = outcome.pareto_axes
+    seen: dict[tuple[object, object], int] = {}
+    order = {i: n for n, i in enumerate(outcome.ranked)}
+    for i in sorted(outcome.pareto, key=lambda i: order[i]):
+        seen.setdefault((outcome.rows[i].get(x), outcome.rows[i].get(y)), i)
+    front = [i for i in outcome.pareto if i in set(seen.values())]
+    return front, len(outcome.pareto) - len(front)
+
+
 def sweep_text(outcome: SweepOutcome, top: int) -> str:
     """The whole summary ``simcluster sweep`` prints."""
     rows = outcome.rows
@@ -112,8 +123,10 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
                   _table(outcome, outcome.ranked[:top]), ""]
         if len({r.get("option") for r in rows}) > 1:
             lines += ["best per option", options_text(outcome), ""]
+        front, ties = distinct_points(outcome)
+        tied = f"; {ties} more layouts tie with a point shown" if ties else ""
         lines += [f"Pareto front ({outcome.pareto_axes[0]} vs {outcome.pareto_axes[1]}; "
-                  "# is the rank)", _table(outcome, outcome.pareto, numbered=False), ""]
+                  f"# is the rank{tied})", _table(outcome, front, numbered=False), ""]
     lines += ["rejected", rejections_text(outcome)]
     lines += [f"note: {n}" for n in outcome.notes]
     lines += [f"written: {p}" for p in outcome.files]

@@ -124,4 +124,4 @@ def test_bad_csv_is_one_line_and_exit_2(tmp_path: Path, drop: str,
 def test_missing_csv_is_one_line(tmp_path: Path) -> None:
     done = _run(tmp_path)
     assert done.returncode == 2
-    assert done.stderr.startswith("plot_planning.py: out/plan-10b-300b/results.csv")
+    assert done.stderr.startswith("plot_planning.py: runs/sweep/plan-10b-300b/results.csv")
