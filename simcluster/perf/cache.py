@@ -77,7 +77,7 @@ def _frozen(value: object) -> Hashable:
     """``value`` with every ``dict`` turned into a tuple of its items (insertion order)."""
     if isinstance(value, dict):
         return tuple((k, _frozen(v)) for k, v in value.items())
-    return value  # type: ignore[return-value]
+    return value
 
 
 def accelerator_key(acc: AcceleratorSpec) -> tuple[Hashable, ...]:
