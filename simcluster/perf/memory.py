@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from simcluster.perf.cache import memoised
 from simcluster.perf.memory_stage import (
     StageParams,
+    activation_plan,
     embedding_activation_bytes,
     in_flight_micro_batches,
     in_flight_units,
@@ -209,26 +210,49 @@ def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float | None = N
     StageMemory
         Bytes by part.
     """
-    par = scenario.parallelism
-    layers = sum(stage_chunks(par, scenario.model.layers)[stage])
-    params = stage_params(scenario.model, par, stage, layers)
-    if grad_bytes is None:
-        grad_bytes = grad_bytes_for(scenario.precision)
-    per_param, dense, expert = _sharded_bytes(scenario.precision, grad_bytes, par.zero_stage,
-                                              par.dp * par.cp, par.dp * par.cp // par.ep)
-    weights = params.dense * dense.weights + params.expert * expert.weights
-    grads = params.dense * dense.grads + params.expert * expert.grads
-    if par.zero_stage >= 3:
-        unit = zero3_unit_params(scenario) * zero3_units_in_flight(scenario)
-        weights += unit * per_param.weights
-        grads += unit * per_param.grads
-    optimizer = params.dense * dense.optimizer + params.expert * expert.optimizer
-    activations = stage_activation_bytes(scenario, stage, flash_attention=flash_attention)
-    parts = weights + grads + optimizer + activations
-    overhead = OVERHEAD_FIXED_BYTES + OVERHEAD_FRACTION * parts
-    return StageMemory(stage=stage, weights_bytes=weights, grads_bytes=grads,
-                       optimizer_bytes=optimizer, activations_bytes=activations,
-                       overhead_bytes=overhead)
+    return _MemoryPlan(scenario, grad_bytes, flash_attention).stage(stage)
+
+
+class _MemoryPlan:
+    """What every stage of one layout shares, computed once: bytes per parameter after ZeRO, the
+    ZeRO-3 units in flight, the activation plan and the layer split."""
+
+    __slots__ = ("activations", "chunks", "dense", "expert", "model", "par", "unit_grads",
+                 "unit_weights")
+
+    def __init__(self, scenario: Scenario, grad_bytes: float | None,
+                 flash_attention: bool) -> None:
+        par = self.par = scenario.parallelism
+        self.model = scenario.model
+        self.chunks = stage_chunks(par, scenario.model.layers)
+        if grad_bytes is None:
+            grad_bytes = grad_bytes_for(scenario.precision)
+        per_param, self.dense, self.expert = _sharded_bytes(
+            scenario.precision, grad_bytes, par.zero_stage, par.dp * par.cp,
+            par.dp * par.cp // par.ep)
+        self.unit_weights = self.unit_grads = None
+        if par.zero_stage >= 3:
+            unit = zero3_unit_params(scenario) * zero3_units_in_flight(scenario)
+            self.unit_weights, self.unit_grads = unit * per_param.weights, unit * per_param.grads
+        self.activations = activation_plan(scenario, flash_attention)
+
+    def stage(self, stage: int) -> StageMemory:
+        """The memory of pipeline stage ``stage``."""
+        chunks = self.chunks[stage]
+        params = stage_params(self.model, self.par, stage, sum(chunks))
+        dense, expert = self.dense, self.expert
+        weights = params.dense * dense.weights + params.expert * expert.weights
+        grads = params.dense * dense.grads + params.expert * expert.grads
+        if self.unit_weights is not None and self.unit_grads is not None:
+            weights += self.unit_weights
+            grads += self.unit_grads
+        optimizer = params.dense * dense.optimizer + params.expert * expert.optimizer
+        activations = self.activations.stage_bytes(stage, chunks, in_flight_units(self.par, stage))
+        parts = weights + grads + optimizer + activations
+        overhead = OVERHEAD_FIXED_BYTES + OVERHEAD_FRACTION * parts
+        return StageMemory(stage=stage, weights_bytes=weights, grads_bytes=grads,
+                           optimizer_bytes=optimizer, activations_bytes=activations,
+                           overhead_bytes=overhead)
 
 
 def estimate_memory(scenario: Scenario, *, grad_bytes: float | None = None,
@@ -249,8 +273,7 @@ def estimate_memory(scenario: Scenario, *, grad_bytes: float | None = None,
     MemoryEstimate
         Per-stage breakdown, peak and whether it fits.
     """
-    stages = tuple(stage_memory(scenario, i, grad_bytes=grad_bytes,
-                                flash_attention=flash_attention)
-                   for i in range(scenario.parallelism.pp))
+    plan = _MemoryPlan(scenario, grad_bytes, flash_attention)
+    stages = tuple(plan.stage(i) for i in range(scenario.parallelism.pp))
     capacity = scenario.cluster.topology.accelerator.memory_bytes
     return MemoryEstimate(stages=stages, capacity_bytes=capacity)

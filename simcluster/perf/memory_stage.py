@@ -202,6 +202,59 @@ def logits_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp
     return 2 * (sb * V / tp + sb * h)
 
 
+@dataclass(frozen=True, slots=True)
+class ActivationPlan:
+    """A layout's per-layer activation bytes and its ends; :meth:`stage_bytes` sums a stage.
+
+    ``per_layer`` serves recompute ``none`` and ``selective``; with ``full``, ``stored`` is a
+    checkpointed layer input and ``working`` one layer's working set (0.0 where unused).
+    """
+
+    full: bool
+    per_layer: float
+    stored: float
+    working: float
+    embedding: float
+    logits: float
+    last_stage: int
+    factor: int  # 2 for fp32 training, else 1
+
+    def stage_bytes(self, stage: int, chunks: tuple[int, ...], counts: tuple[int, ...]) -> float:
+        """Bytes of ``stage`` holding ``chunks`` layers with ``counts`` micro-batches in flight."""
+        units = sum(c * n for c, n in zip(counts, chunks, strict=True))
+        if self.full:
+            total = (units - 1) * self.stored + self.working if units else 0.0
+        else:
+            total = units * self.per_layer
+        if stage == 0:
+            total += counts[0] * self.embedding
+        if stage == self.last_stage:
+            total += self.logits
+        return total * self.factor
+
+
+def activation_plan(scenario: Scenario, flash_attention: bool = True) -> ActivationPlan:
+    """The :class:`ActivationPlan` of ``scenario``'s layout."""
+    m, par = scenario.model, scenario.parallelism
+    return _activation_plan(m, par.micro_batch, m.seq_len // par.cp, par.tp,
+                            par.sequence_parallel, par.recompute, flash_attention, par.pp,
+                            2 if scenario.precision == "fp32" else 1)
+
+
+@memoised()
+def _activation_plan(m: ModelSpec, b: int, s: int, t: int, sp: bool, recompute: str,
+                     flash_attention: bool, pp: int, factor: int) -> ActivationPlan:
+    full = recompute == "full"
+    return ActivationPlan(
+        full=full,
+        per_layer=0.0 if full else layer_activation_bytes(m, b, s, t, sp, recompute,
+                                                          flash_attention),
+        stored=layer_activation_bytes(m, b, s, t, sp, "full") if full else 0.0,
+        working=layer_activation_bytes(m, b, s, t, sp, "none", flash_attention) if full else 0.0,
+        embedding=embedding_activation_bytes(m, b, s, t, sp),
+        logits=logits_activation_bytes(m, b, s, t, sp), last_stage=pp - 1, factor=factor)
+
+
 def stage_activation_bytes(scenario: Scenario, stage: int, *,
                            flash_attention: bool = True) -> float:
     """Activation bytes one GPU of ``stage`` holds at its peak.
@@ -210,20 +263,6 @@ def stage_activation_bytes(scenario: Scenario, stage: int, *,
     keeps each layer's input and one layer's working set (whose input is that same tensor). Plus
     the embedding on the first stage and the logits and loss on the last (network.md s6.2).
     """
-    m, par = scenario.model, scenario.parallelism
-    b, s, t, sp = par.micro_batch, m.seq_len // par.cp, par.tp, par.sequence_parallel
-    chunks = stage_chunks(par, m.layers)[stage]
-    counts = in_flight_units(par, stage)
-    units = sum(c * n for c, n in zip(counts, chunks, strict=True))
-    if par.recompute == "full":
-        stored = layer_activation_bytes(m, b, s, t, sp, "full")
-        working = layer_activation_bytes(m, b, s, t, sp, "none", flash_attention)
-        total = (units - 1) * stored + working if units else 0.0
-    else:
-        total = units * layer_activation_bytes(m, b, s, t, sp, par.recompute, flash_attention)
-    if stage == 0:
-        total += counts[0] * embedding_activation_bytes(m, b, s, t, sp)
-    if stage == par.pp - 1:
-        total += logits_activation_bytes(m, b, s, t, sp)
-    return total * (2 if scenario.precision == "fp32" else 1)
-
+    par = scenario.parallelism
+    return activation_plan(scenario, flash_attention).stage_bytes(
+        stage, stage_chunks(par, scenario.model.layers)[stage], in_flight_units(par, stage))
