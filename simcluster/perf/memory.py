@@ -26,6 +26,8 @@ from simcluster.perf.cache import memoised
 from simcluster.perf.memory_stage import (
     StageParams,
     activation_plan,
+    all_in_flight_units,
+    all_stage_params,
     embedding_activation_bytes,
     in_flight_micro_batches,
     in_flight_units,
@@ -217,14 +219,15 @@ class _MemoryPlan:
     """What every stage of one layout shares, computed once: bytes per parameter after ZeRO, the
     ZeRO-3 units in flight, the activation plan and the layer split."""
 
-    __slots__ = ("activations", "chunks", "dense", "expert", "model", "par", "unit_grads",
+    __slots__ = ("activations", "chunks", "counts", "dense", "expert", "params", "unit_grads",
                  "unit_weights")
 
     def __init__(self, scenario: Scenario, grad_bytes: float | None,
                  flash_attention: bool) -> None:
-        par = self.par = scenario.parallelism
-        self.model = scenario.model
+        par = scenario.parallelism
         self.chunks = stage_chunks(par, scenario.model.layers)
+        self.params = all_stage_params(scenario.model, par)
+        self.counts = all_in_flight_units(par)
         if grad_bytes is None:
             grad_bytes = grad_bytes_for(scenario.precision)
         per_param, self.dense, self.expert = _sharded_bytes(
@@ -238,8 +241,7 @@ class _MemoryPlan:
 
     def stage(self, stage: int) -> StageMemory:
         """The memory of pipeline stage ``stage``."""
-        chunks = self.chunks[stage]
-        params = stage_params(self.model, self.par, stage, sum(chunks))
+        chunks, params = self.chunks[stage], self.params[stage]
         dense, expert = self.dense, self.expert
         weights = params.dense * dense.weights + params.expert * expert.weights
         grads = params.dense * dense.grads + params.expert * expert.grads
@@ -247,7 +249,7 @@ class _MemoryPlan:
             weights += self.unit_weights
             grads += self.unit_grads
         optimizer = params.dense * dense.optimizer + params.expert * expert.optimizer
-        activations = self.activations.stage_bytes(stage, chunks, in_flight_units(self.par, stage))
+        activations = self.activations.stage_bytes(stage, chunks, self.counts[stage])
         parts = weights + grads + optimizer + activations
         overhead = OVERHEAD_FIXED_BYTES + OVERHEAD_FRACTION * parts
         return StageMemory(stage=stage, weights_bytes=weights, grads_bytes=grads,

@@ -28,6 +28,17 @@ def stage_chunks(par: ParallelismSpec, layers: int) -> tuple[tuple[int, ...], ..
     return _chunks(par.pp, par.virtual_stages, par.stage_layers, layers)
 
 
+def stage_layer_counts(par: ParallelismSpec, layers: int) -> tuple[int, ...]:
+    """Layers each pipeline stage holds: the sums of :func:`stage_chunks`."""
+    return _layer_counts(par.pp, par.virtual_stages, par.stage_layers, layers)
+
+
+@memoised()
+def _layer_counts(pp: int, virtual_stages: int, stage_layers: tuple[int, ...] | None,
+                  layers: int) -> tuple[int, ...]:
+    return tuple(sum(chunks) for chunks in _chunks(pp, virtual_stages, stage_layers, layers))
+
+
 @memoised()
 def _chunks(pp: int, virtual_stages: int, stage_layers: tuple[int, ...] | None,
             layers: int) -> tuple[tuple[int, ...], ...]:
@@ -54,6 +65,19 @@ def stage_params(model: ModelSpec, par: ParallelismSpec, stage: int, layers: int
     """
     return _stage_params(model, par.tp, par.ep, stage == 0, stage == par.pp - 1, par.pp > 1,
                          layers)
+
+
+def all_stage_params(model: ModelSpec, par: ParallelismSpec) -> tuple[StageParams, ...]:
+    """:func:`stage_params` of every pipeline stage, for the layers :func:`stage_chunks` gives it."""
+    return _all_stage_params(model, par.tp, par.ep, par.pp,
+                             stage_layer_counts(par, model.layers))
+
+
+@memoised()
+def _all_stage_params(model: ModelSpec, tp: int, ep: int, pp: int,
+                      counts: tuple[int, ...]) -> tuple[StageParams, ...]:
+    return tuple(_stage_params(model, tp, ep, i == 0, i == pp - 1, pp > 1, n)
+                 for i, n in enumerate(counts))
 
 
 @memoised()
@@ -96,6 +120,16 @@ def in_flight_units(par: ParallelismSpec, stage: int) -> tuple[int, ...]:
     layers (``theoretical_memory_usage.py``). Other schedules: one chunk.
     """
     return _in_flight_units(par.schedule, par.pp, par.virtual_stages, par.micro_batches, stage)
+
+
+def all_in_flight_units(par: ParallelismSpec) -> tuple[tuple[int, ...], ...]:
+    """:func:`in_flight_units` of every pipeline stage."""
+    return _all_in_flight(par.schedule, par.pp, par.virtual_stages, par.micro_batches)
+
+
+@memoised()
+def _all_in_flight(schedule: str, p: int, v: int, m: int) -> tuple[tuple[int, ...], ...]:
+    return tuple(_in_flight_units(schedule, p, v, m, stage) for stage in range(p))
 
 
 @memoised()

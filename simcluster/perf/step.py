@@ -36,7 +36,8 @@ from simcluster.perf.compute import (
     optimizer_step_time_s,
 )
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
-from simcluster.perf.memory import grad_bytes_for, stage_chunks, stage_params
+from simcluster.perf.memory import grad_bytes_for, stage_params
+from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.zero3 import zero3_layer, zero3_step_s
 from simcluster.spec.hardware import AcceleratorSpec
@@ -139,12 +140,11 @@ class _Stage:
 
 def _stages(s: Scenario) -> tuple[_Stage, ...]:
     par = s.parallelism
-    out = []
-    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
-        n = sum(chunks)
-        params = stage_params(s.model, par, i, n)
-        out.append(_Stage(n, i == 0, i == par.pp - 1, params.dense + params.expert))
-    return tuple(out)
+    last = par.pp - 1
+    return tuple(_Stage(n, i == 0, i == last, params.dense + params.expert)
+                 for i, (n, params) in enumerate(zip(stage_layer_counts(par, s.model.layers),
+                                                     all_stage_params(s.model, par),
+                                                     strict=True)))
 
 
 def grad_accumulation_s(s: Scenario, params: float) -> float:
