@@ -106,10 +106,14 @@ class StepEstimate:
 
 def scenario_layer_times(s: Scenario) -> LayerTimes:
     """One transformer layer of ``s`` per micro-batch on one GPU (its layout and kernels)."""
+    return _scenario_layer_times(s, keyed_accelerator(s.cluster.topology.accelerator))
+
+
+def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTimes:
     par = s.parallelism
-    return _layer_times(s.model, keyed_accelerator(s.cluster.topology.accelerator), s.precision,
-                        par.micro_batch, s.model.seq_len, par.tp, par.cp, par.sequence_parallel,
-                        par.recompute, s.execution.flash_attention, par.ep)
+    return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
+                        par.cp, par.sequence_parallel, par.recompute, s.execution.flash_attention,
+                        par.ep)
 
 
 @memoised()
@@ -168,20 +172,20 @@ def _attention_fwd_s(layer: LayerTimes) -> float:
 
 def stage_times(s: Scenario, groups: comm_plan.Groups) -> tuple[StageTimes, ...]:
     """Per-micro-batch times of every pipeline stage (its chunks summed)."""
-    return _stage_times(s, groups, _stages(s))
+    return _stage_times(s, groups, _stages(s), keyed_accelerator(s.cluster.topology.accelerator))
 
 
-def _stage_times(s: Scenario, groups: comm_plan.Groups,
-                 stages: tuple[_Stage, ...]) -> tuple[StageTimes, ...]:
+def _stage_times(s: Scenario, groups: comm_plan.Groups, stages: tuple[_Stage, ...],
+                 acc: Keyed[AcceleratorSpec]) -> tuple[StageTimes, ...]:
     """:func:`stage_times`; stages alike (same layers and ends: the middle ones of an even split)
     share one computed value."""
     par = s.parallelism
-    layer = scenario_layer_times(s)
+    layer = _scenario_layer_times(s, acc)
     tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups)
     cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, _attention_fwd_s(layer))
     ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
-    first, last = _ends(s.model, keyed_accelerator(s.cluster.topology.accelerator), s.precision,
-                        par.micro_batch, s.model.seq_len, par.tp, par.cp)
+    first, last = _ends(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
+                        par.cp)
     done: dict[_Stage, StageTimes] = {}
     for stage in stages:
         if stage in done:
@@ -262,12 +266,22 @@ def _optimizer_s(s: Scenario, shapes: tuple[_Stage, ...]) -> float:
     return worst
 
 
+@memoised()
+def _model_flops(model: ModelSpec, global_batch: int) -> float:
+    return model_flops_per_iteration(model, global_batch)
+
+
+@memoised()
+def _hardware_flops(model: ModelSpec, global_batch: int, recompute: str) -> float:
+    return hardware_flops_per_iteration(model, global_batch, recompute)
+
+
 def estimate_step(s: Scenario) -> StepEstimate:
     """The analytical iteration time of ``s`` with its breakdown (sums exactly to the step)."""
     par = s.parallelism
     groups = comm_plan.groups(s)
     shapes = _stages(s)
-    stages = _stage_times(s, groups, shapes)
+    stages = _stage_times(s, groups, shapes, keyed_accelerator(s.cluster.topology.accelerator))
     crit = max(stages, key=lambda st: st.total_s)
     m = par.micro_batches
     # ZeRO-3 is only allowed with pp = 1 (spec/checks.py), so stage 0 holds every parameter; its
@@ -287,6 +301,6 @@ def estimate_step(s: Scenario) -> StepEstimate:
         optimizer=_optimizer_s(s, shapes))
     return StepEstimate(
         iteration_time_s=breakdown.total_s, breakdown=breakdown, stages=stages,
-        model_flops=model_flops_per_iteration(s.model, par.global_batch),
-        hardware_flops=hardware_flops_per_iteration(s.model, par.global_batch, par.recompute),
+        model_flops=_model_flops(s.model, par.global_batch),
+        hardware_flops=_hardware_flops(s.model, par.global_batch, par.recompute),
         dp_total_s=dp_total, dp_hidden_s=dp_hidden)
