@@ -99,3 +99,14 @@ def fabric_key(topo: TopologySpec) -> tuple[Hashable, ...]:
 def keyed_fabric(topo: TopologySpec) -> Keyed[TopologySpec]:
     """``topo`` wrapped for :func:`simcluster.perf.collectives_group.comm_group`'s cache."""
     return Keyed(topo, fabric_key(topo))
+
+
+def topology_key(topo: TopologySpec) -> tuple[Hashable, ...]:
+    """Every field of ``topo``, the accelerator as :func:`accelerator_key` (the whole spec)."""
+    return tuple(accelerator_key(value) if isinstance(value, AcceleratorSpec) else value
+                 for value in (getattr(topo, f.name) for f in dataclasses.fields(topo)))
+
+
+def keyed_topology(topo: TopologySpec) -> Keyed[TopologySpec]:
+    """``topo`` wrapped for a cached function that may read any of its fields."""
+    return Keyed(topo, topology_key(topo))
