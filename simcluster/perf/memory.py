@@ -28,6 +28,7 @@ from simcluster.perf.memory_stage import (
     activation_plan,
     all_in_flight_units,
     all_stage_params,
+    all_stage_units,
     embedding_activation_bytes,
     in_flight_micro_batches,
     in_flight_units,
@@ -217,17 +218,18 @@ def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float | None = N
 
 class _MemoryPlan:
     """What every stage of one layout shares, computed once: bytes per parameter after ZeRO, the
-    ZeRO-3 units in flight, the activation plan and the layer split."""
+    ZeRO-3 units in flight, the activation plan, and each stage's parameters and
+    layer-micro-batches in flight."""
 
-    __slots__ = ("activations", "chunks", "counts", "dense", "expert", "params", "unit_grads",
-                 "unit_weights")
+    __slots__ = ("activations", "dense", "expert", "first_count", "params", "unit_grads",
+                 "unit_weights", "units")
 
     def __init__(self, scenario: Scenario, grad_bytes: float | None,
                  flash_attention: bool) -> None:
         par = scenario.parallelism
-        self.chunks = stage_chunks(par, scenario.model.layers)
         self.params = all_stage_params(scenario.model, par)
-        self.counts = all_in_flight_units(par)
+        self.units = all_stage_units(par, scenario.model.layers)
+        self.first_count = all_in_flight_units(par)[0][0]
         if grad_bytes is None:
             grad_bytes = grad_bytes_for(scenario.precision)
         per_param, self.dense, self.expert = _sharded_bytes(
@@ -241,7 +243,7 @@ class _MemoryPlan:
 
     def stage(self, stage: int) -> StageMemory:
         """The memory of pipeline stage ``stage``."""
-        chunks, params = self.chunks[stage], self.params[stage]
+        params = self.params[stage]
         dense, expert = self.dense, self.expert
         weights = params.dense * dense.weights + params.expert * expert.weights
         grads = params.dense * dense.grads + params.expert * expert.grads
@@ -249,7 +251,7 @@ class _MemoryPlan:
             weights += self.unit_weights
             grads += self.unit_grads
         optimizer = params.dense * dense.optimizer + params.expert * expert.optimizer
-        activations = self.activations.stage_bytes(stage, chunks, self.counts[stage])
+        activations = self.activations.stage_bytes(stage, self.units[stage], self.first_count)
         parts = weights + grads + optimizer + activations
         overhead = OVERHEAD_FIXED_BYTES + OVERHEAD_FRACTION * parts
         return StageMemory(stage=stage, weights_bytes=weights, grads_bytes=grads,

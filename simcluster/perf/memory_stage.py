@@ -253,15 +253,15 @@ class ActivationPlan:
     last_stage: int
     factor: int  # 2 for fp32 training, else 1
 
-    def stage_bytes(self, stage: int, chunks: tuple[int, ...], counts: tuple[int, ...]) -> float:
-        """Bytes of ``stage`` holding ``chunks`` layers with ``counts`` micro-batches in flight."""
-        units = sum(c * n for c, n in zip(counts, chunks, strict=True))
+    def stage_bytes(self, stage: int, units: int, first_count: int) -> float:
+        """Bytes of ``stage`` holding ``units`` layer-micro-batches (:func:`all_stage_units`);
+        ``first_count`` is the micro-batches in flight on stage 0's first chunk."""
         if self.full:
             total = (units - 1) * self.stored + self.working if units else 0.0
         else:
             total = units * self.per_layer
         if stage == 0:
-            total += counts[0] * self.embedding
+            total += first_count * self.embedding
         if stage == self.last_stage:
             total += self.logits
         return total * self.factor
@@ -299,4 +299,19 @@ def stage_activation_bytes(scenario: Scenario, stage: int, *,
     """
     par = scenario.parallelism
     return activation_plan(scenario, flash_attention).stage_bytes(
-        stage, stage_chunks(par, scenario.model.layers)[stage], in_flight_units(par, stage))
+        stage, all_stage_units(par, scenario.model.layers)[stage], in_flight_units(par, 0)[0])
+
+
+def all_stage_units(par: ParallelismSpec, layers: int) -> tuple[int, ...]:
+    """Layer-micro-batches in flight on each stage at its peak: micro-batches in flight on each
+    chunk (:func:`in_flight_units`) times the chunk's layers, summed."""
+    return _all_units(par.schedule, par.pp, par.virtual_stages, par.micro_batches,
+                      par.stage_layers, layers)
+
+
+@memoised()
+def _all_units(schedule: str, p: int, v: int, m: int, stage_layers: tuple[int, ...] | None,
+               layers: int) -> tuple[int, ...]:
+    return tuple(sum(c * n for c, n in zip(counts, chunks, strict=True))
+                 for counts, chunks in zip(_all_in_flight(schedule, p, v, m),
+                                           _chunks(p, v, stage_layers, layers), strict=True))
