@@ -235,25 +235,26 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTime
                   shapes: tuple[_Stage, ...]) -> tuple[float, float, float]:
     """(exposed, total on the critical stage, hidden) data-parallel seconds."""
     par = s.parallelism
-    per_stage = []
+    overlapped, gpipe = s.execution.overlap_grad_reduce, par.schedule == "gpipe"
+    earlier = par.micro_batches - 1
     collectives = _dp_collectives_s(s, groups, shapes)
-    for i, shape in enumerate(shapes):
+    best = (0.0, 0.0, 0.0)
+    for i, (shape, st) in enumerate(zip(shapes, stages, strict=True)):
         final, scatter = collectives[shape.held]
-        slack = i * stages[i].backward_compute_s  # stage i ends its backward earlier by the drain
-        overlap = stages[i].backward_compute_s if s.execution.overlap_grad_reduce else 0.0
+        slack = i * st.backward_compute_s  # stage i ends its backward earlier by the drain
+        overlap = st.backward_compute_s if overlapped else 0.0
         exposed = final - min(final, slack + overlap)
         # ZeRO-2 (pp = 1): each earlier micro-batch's reduce-scatter runs behind the next one's
         # compute (only its backward under GPipe, whose forwards all come first) on the serial DP
         # stream; what outruns the compute is a backlog at the end.
-        earlier = par.micro_batches - 1
-        window = stages[i].total_s
-        if par.schedule == "gpipe":
-            st = stages[i]
+        window = st.total_s
+        if gpipe:
             window -= st.forward_compute_s + (st.tp_s + st.cp_s + st.ep_s) / 3
         exposed += earlier * max(0.0, scatter - window)
         total = final + earlier * scatter
-        per_stage.append((exposed, total, total - exposed))
-    return max(per_stage, key=lambda item: item[0])
+        if i == 0 or exposed > best[0]:  # the first stage with the most exposed, as max() picks
+            best = (exposed, total, total - exposed)
+    return best
 
 
 def _optimizer_s(s: Scenario, shapes: tuple[_Stage, ...]) -> float:
