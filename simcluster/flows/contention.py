@@ -22,6 +22,8 @@ from simcluster.flows.decompose import Context, decompose
 from simcluster.flows.engine import simulate
 from simcluster.flows.plan import FlowClass, Phase, Transfer
 from simcluster.flows.routes import Router
+from simcluster.perf.cache import Keyed, keyed_topology, memoised
+from simcluster.spec.hardware import TopologySpec
 from simcluster.spec.scenario import Scenario
 from simcluster.topology import Edge, build_graph, gpu_vertex
 
@@ -32,9 +34,14 @@ NOMINAL_BYTES = float(2**30)
 def dp_groups(s: Scenario) -> list[list[int]]:
     """Every data-parallel group's global ranks (stride ``tp*cp``; Megatron order)."""
     par = s.parallelism
-    inner, block = par.tp * par.cp, par.tp * par.cp * par.dp
-    return [[stage * block + offset + i * inner for i in range(par.dp)]
-            for stage in range(par.pp) for offset in range(inner)]
+    return dp_groups_of(par.tp * par.cp, par.dp, par.pp)
+
+
+def dp_groups_of(inner: int, dp: int, pp: int) -> list[list[int]]:
+    """:func:`dp_groups` of ``dp`` ranks at stride ``inner = tp*cp``, ``pp`` stages."""
+    block = inner * dp
+    return [[stage * block + offset + i * inner for i in range(dp)]
+            for stage in range(pp) for offset in range(inner)]
 
 
 def pp_pairs(s: Scenario) -> list[tuple[int, int]]:
@@ -44,8 +51,13 @@ def pp_pairs(s: Scenario) -> list[tuple[int, int]]:
     ``send_forward_recv_backward``), so every GPU sends once and receives once; the backward
     direction is the mirror image on the other direction of each full-duplex link.
     """
-    block = s.parallelism.tp * s.parallelism.cp * s.parallelism.dp
-    return [(r, r + block) for r in range(block * (s.parallelism.pp - 1))]
+    par = s.parallelism
+    return pp_pairs_of(par.tp * par.cp * par.dp, par.pp)
+
+
+def pp_pairs_of(block: int, pp: int) -> list[tuple[int, int]]:
+    """:func:`pp_pairs` with ``block = tp*cp*dp`` ranks per stage."""
+    return [(r, r + block) for r in range(block * (pp - 1))]
 
 
 def contention(s: Scenario, spray: bool = True,
@@ -69,15 +81,27 @@ def contention(s: Scenario, spray: bool = True,
         the largest, over groups (or sends), of the time with all of them running at once on the
         (degraded) fabric over the time alone on a healthy one.
     """
-    graph = build_graph(s.cluster.topology, s.cluster.nodes)
-    ctx = Context(Router(graph, spray), s.cluster.topology)
+    par = s.parallelism
+    return dict(_contention(keyed_topology(s.cluster.topology), s.cluster.nodes,
+                            par.tp * par.cp, par.dp, par.pp, spray,
+                            tuple((degraded_nodes or {}).items())))
+
+
+@memoised(maxsize=1024)
+def _contention(topo: Keyed[TopologySpec], nodes: int, inner: int, dp: int, pp: int, spray: bool,
+                degraded_nodes: tuple[tuple[int, float], ...]) -> tuple[tuple[str, float], ...]:
+    """:func:`contention` on what it reads (``inner = tp*cp``), memoised: a sweep's layouts share
+    a few (inner, dp, pp) shapes, and one solve takes ~0.1 s on 128 nodes."""
+    graph = build_graph(topo.value, nodes)
+    ctx = Context(Router(graph, spray), topo.value)
     factors: dict[Edge, float] = {}
-    for node, factor in (degraded_nodes or {}).items():
+    for node, factor in degraded_nodes:
         factors = degrade(nic_edges(graph, node), factor, factors)
-    rings = [decompose(ctx, "all_reduce", "ring", g, NOMINAL_BYTES) for g in dp_groups(s)
-             if len(g) > 1]
-    sends = [_send(ctx, a, b) for a, b in pp_pairs(s)]
-    return {"dp_comm": _slowdown(graph, rings, factors), "pp_comm": _slowdown(graph, sends, factors)}
+    rings = [decompose(ctx, "all_reduce", "ring", g, NOMINAL_BYTES)
+             for g in dp_groups_of(inner, dp, pp) if len(g) > 1]
+    sends = [_send(ctx, a, b) for a, b in pp_pairs_of(inner * dp, pp)]
+    return (("dp_comm", _slowdown(graph, rings, factors)),
+            ("pp_comm", _slowdown(graph, sends, factors)))
 
 
 def _send(ctx: Context, a: int, b: int) -> Transfer:

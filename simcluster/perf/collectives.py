@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from simcluster.errors import SpecError
 from simcluster.perf import collectives_formulas as f
+from simcluster.perf.cache import memoised
 from simcluster.perf.collectives_calibration import PROTOCOLS, ProtocolCost
 from simcluster.perf.collectives_formulas import OPS, bus_factor
 from simcluster.perf.collectives_group import CommGroup, comm_group
@@ -235,6 +236,7 @@ def _check(op: str, nbytes: float, algo: str) -> None:
         raise SpecError("collective.nbytes", f"must be >= 0, got {nbytes}")
 
 
+@memoised()
 def collective_time(op: str, nbytes: float, group: CommGroup, algo: str = "auto") -> CollectiveTime:
     """Time of collective ``op`` of ``nbytes`` on ``group`` (Tier A, calibrated).
 
@@ -254,7 +256,8 @@ def collective_time(op: str, nbytes: float, group: CommGroup, algo: str = "auto"
     -------
     CollectiveTime
         Time, chosen algorithm and protocol, nccl-tests algbw and busbw. A 1-rank group or 0 bytes
-        costs 0 s with algorithm ``none``.
+        costs 0 s with algorithm ``none``. Memoised on all four arguments (:mod:`.cache`): a
+        sweep asks for the same collective on the same group for many layouts.
     """
     _check(op, nbytes, algo)
     if group.n == 1 or nbytes == 0:

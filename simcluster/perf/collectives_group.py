@@ -23,6 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from simcluster.errors import SpecError
+from simcluster.perf.cache import Keyed, keyed_fabric, memoised
 from simcluster.perf.collectives_calibration import LinkCost, match_class
 from simcluster.spec.hardware import TopologySpec
 
@@ -141,6 +142,13 @@ def comm_group(topo: TopologySpec, size: int, stride: int) -> CommGroup:
     """
     if size < 1 or stride < 1:
         group_ranks(size, stride)  # raises the SpecError naming the bad value
+    return _placed(keyed_fabric(topo), size, stride)
+
+
+@memoised()
+def _placed(fabric: Keyed[TopologySpec], size: int, stride: int) -> CommGroup:
+    """:func:`comm_group` on the fabric of ``fabric.value`` (cached: sweeps place the same groups)."""
+    topo = fabric.value
     dom = domain_size(topo)
     first = [i * stride for i in range(min(size, -(-dom // stride)))]  # the ranks of domain 0
     domains, per_node = domain_counts(size, stride, dom)

@@ -22,11 +22,33 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcluster.perf.params import count_params
-from simcluster.perf.pipeline import in_flight_microbatches
-from simcluster.spec.model import ModelSpec
-from simcluster.spec.scenario import ParallelismSpec, Scenario
+from simcluster.perf.cache import memoised
+from simcluster.perf.memory_stage import (
+    StageParams,
+    activation_plan,
+    all_in_flight_units,
+    all_stage_params,
+    all_stage_units,
+    embedding_activation_bytes,
+    in_flight_micro_batches,
+    in_flight_units,
+    layer_activation_bytes,
+    logits_activation_bytes,
+    stage_activation_bytes,
+    stage_chunks,
+    stage_params,
+)
+from simcluster.spec.scenario import Scenario
 from simcluster.units import GiB
+
+__all__ = [
+    "ADAM_FP32_BYTES", "ADAM_MIXED_BYTES", "DEFAULT_GRAD_BYTES", "OVERHEAD_FIXED_BYTES",
+    "OVERHEAD_FRACTION", "BytesPerParam", "MemoryEstimate", "StageMemory", "StageParams",
+    "bytes_per_param", "embedding_activation_bytes", "estimate_memory", "grad_bytes_for",
+    "in_flight_micro_batches", "in_flight_units", "layer_activation_bytes",
+    "logits_activation_bytes", "stage_activation_bytes", "stage_chunks", "stage_memory",
+    "stage_params", "zero3_unit_params", "zero3_units_in_flight", "zero_bytes_per_param",
+]
 
 #: Allowance, not a measurement: CUDA context with cuBLAS/cuDNN workspaces (~0.5-1 GiB on A100/H100)
 #: plus NCCL buffers for the TP, PP and DP communicators (a few hundred MiB at default
@@ -161,193 +183,14 @@ def zero3_units_in_flight(scenario: Scenario) -> int:
     return 2 if scenario.execution.zero3_prefetch else 1
 
 
-def stage_chunks(par: ParallelismSpec, layers: int) -> tuple[tuple[int, ...], ...]:
-    """Layers of each virtual chunk held by each pipeline stage.
 
-    Even split unless ``stage_layers`` is given; with ``interleaved``, stage ``i`` holds chunks
-    ``i, i+p, i+2p, ...`` (Narayanan et al. SC'21 s2.2.2).
-    """
-    chunks = par.pp * par.virtual_stages
-    sizes = par.stage_layers or (layers // chunks,) * chunks
-    return tuple(tuple(sizes[i::par.pp]) for i in range(par.pp))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class StageParams:
-    """Parameters on one GPU of a stage, split by how ZeRO shards them."""
-
-    dense: float
-    expert: float
-
-
-def stage_params(model: ModelSpec, par: ParallelismSpec, stage: int, layers: int) -> StageParams:
-    """Parameters one GPU of ``stage`` holds, given the stage's ``layers`` (Megatron layout).
-
-    Per layer: attention and dense MLP / tp, norms replicated; MoE experts / (tp*ep), router
-    replicated. First stage: word embedding V*h / tp (vocab-parallel), learned positions
-    replicated. Last stage: final norm, and the output layer V*h / tp when untied, or a copy of the
-    tied word embedding when pp > 1 (Megatron keeps one there to reduce its gradient).
-    """
-    pc = count_params(model)
-    tp, ep = par.tp, par.ep
-    word = model.vocab * model.hidden
-    router = model.hidden * model.moe.experts if model.moe else 0
-    mlp = pc.per_layer_mlp - router
-    layer_dense = pc.per_layer_attention / tp + pc.per_layer_norm + router
-    dense = layers * (layer_dense + (0 if model.moe else mlp / tp))
-    expert = layers * mlp / (tp * ep) if model.moe else 0.0
-    if stage == 0:
-        dense += word / tp + (pc.embedding - word)  # vocab-parallel words, replicated positions
-    if stage == par.pp - 1:
-        final_norm = pc.final - (0 if model.tied_embeddings else word)
-        output_copy = not model.tied_embeddings or par.pp > 1
-        dense += final_norm + (word / tp if output_copy else 0)
-    return StageParams(dense=dense, expert=expert)
-
-
-def in_flight_micro_batches(schedule: str, pp: int, stage: int, micro_batches: int) -> int:
-    """Micro-batches whose activations a stage holds at its peak (network.md s5).
-
-    GPipe: all ``m``. 1F1B and ZB-H1: ``min(p - stage, m)`` (Megatron ``schedules.py`` warm-up
-    ``p - stage - 1`` plus the one in steady state). Interleaved: see :func:`in_flight_units`.
-    """
-    if schedule == "interleaved":
-        raise ValueError("schedule 'interleaved' has no single in-flight count; use in_flight_units")
-    return int(in_flight_microbatches(schedule, pp, micro_batches, stage=stage))
-
-
-def in_flight_units(par: ParallelismSpec, stage: int) -> tuple[int, ...]:
-    """Micro-batches in flight on each virtual chunk of ``stage`` at its peak.
-
-    Interleaved 1F1B (Megatron ``schedules.py``): ``2(p - stage - 1) + (v - 1)p + 1`` forward
-    units run before the first backward, in groups of ``p`` micro-batches per chunk; for the first
-    stage with an even split this gives Megatron's ``p*(1 + (p-1)/(p*v))`` micro-batches of ``L/p``
-    layers (``theoretical_memory_usage.py``). Other schedules: one chunk.
-    """
-    p, v, m = par.pp, par.virtual_stages, par.micro_batches
-    if par.schedule != "interleaved":
-        return (in_flight_micro_batches(par.schedule, p, stage, m),)
-    units = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
-    counts = [0] * v
-    for first in range(0, m, p):
-        if units == 0:  # nothing left to place: the rest of the m/p groups add nothing
-            break
-        group = min(p, m - first)
-        for chunk in range(v):
-            take = min(group, units)
-            counts[chunk] += take
-            units -= take
-    return tuple(counts)
-
-
-# Activations (Korthikanti et al. 2022, arXiv 2205.05198, Table 2; network.md s6.2) -------------
-
-
-def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp: int,
-                           sequence_parallel: bool, recompute: str,
-                           flash_attention: bool = True) -> float:
-    """Activation bytes one layer stores for one micro-batch, per GPU.
-
-    Korthikanti Table 2 term by term (16-bit tensors, 1-byte dropout masks), generalised: Q, K, V
-    use the GQA widths; the MLP stores its activation input and the down-projection input (gelu
-    ``2f + 2f``, swiglu ``4f + 2f`` per token) for each of the ``top_k`` experts. For plain GPT this
-    is ``s*b*h*(34 + 5*a*s/h)`` without parallelism, ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` with TP and
-    ``s*b*h/t*(34 + 5*a*s/h)`` with TP + SP; the SP + selective case is Megatron's
-    ``s*b*h*(18 + 4*ffn/h)/t`` for any gelu MHA layer.
-
-    Parameters
-    ----------
-    model : ModelSpec
-        Layer shape.
-    micro_batch, seq_len : int
-        ``b`` and the per-GPU sequence length ``s`` (already divided by cp).
-    tp : int
-        Tensor-parallel size ``t``.
-    sequence_parallel : bool
-        Shard the otherwise replicated norm and dropout activations over ``t`` too.
-    recompute : str
-        ``none``: everything; ``selective``: no attention scores, softmax or its dropout mask
-        (recomputed); ``full``: only the layer input ``2*s*b*h`` (``/t`` with SP).
-    flash_attention : bool
-        Scores, softmax and its dropout mask are never materialised (default True).
-
-    Returns
-    -------
-    float
-        Bytes.
-    """
-    s, b, h = seq_len, micro_batch, model.hidden
-    sbh = s * b * h
-    if recompute == "full":
-        return 2 * sbh / (tp if sequence_parallel else 1)  # checkpointed layer input, 16-bit
-    q, kv = model.heads * model.head_dim, model.kv_heads * model.head_dim
-    top_k = model.moe.top_k if model.moe else 1
-    mlp_inner = (6 if model.ffn_act == "swiglu" else 4) * model.ffn_hidden
-    replicated = (4 * sbh  # inputs of the two norms
-                  + 2 * sbh  # QKV projection input
-                  + sbh  # attention output dropout mask
-                  + 2 * sbh  # MLP input
-                  + sbh)  # MLP output dropout mask
-    sharded = (2 * s * b * (q + 2 * kv)  # Q and K for the scores, V for AV
-               + 2 * s * b * q  # output projection input
-               + s * b * top_k * mlp_inner)  # activation input and down-projection input
-    scores = 0.0
-    if recompute == "none" and not flash_attention:
-        scores = 5 * model.heads * s * s * b  # softmax output 2, dropout mask 1, dropout output 2
-    if sequence_parallel:
-        return (replicated + sharded + scores) / tp
-    return replicated + (sharded + scores) / tp
-
-
-def embedding_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp: int,
-                               sequence_parallel: bool) -> float:
-    """First stage, per micro-batch: ``8*s*b`` (token ids) + ``s*b*h`` (embedding dropout mask).
-
-    Megatron ``theoretical_memory_usage.py``: divided by t with SP (``compute_activation_memory``),
-    not without it (``compute_activation_memory_without_sp``).
-    """
-    s, b = seq_len, micro_batch
-    total = 8 * s * b + s * b * model.hidden  # int64 ids; dropout mask
-    return total / (tp if sequence_parallel else 1)
-
-
-def logits_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp: int,
-                            sequence_parallel: bool) -> float:
-    """Last stage, one micro-batch: final-norm output and logits kept for the loss.
-
-    With SP, Megatron's ``4*s*b*h*(1 + V/h)/t`` (fp32 final-norm output and logits); without SP,
-    its ``2*(s*b*V/t + s*b*h)`` (``theoretical_memory_usage.py``).
-    """
-    sb, h, V = seq_len * micro_batch, model.hidden, model.vocab
-    if sequence_parallel:
-        return 4 * sb * h * (1 + V / h) / tp
-    return 2 * (sb * V / tp + sb * h)
-
-
-def stage_activation_bytes(scenario: Scenario, stage: int, *,
-                           flash_attention: bool = True) -> float:
-    """Activation bytes one GPU of ``stage`` holds at its peak.
-
-    In-flight layer-micro-batches times the per-layer bytes of the recompute mode; full recompute
-    keeps each layer's input and one layer's working set (whose input is that same tensor). Plus
-    the embedding on the first stage and the logits and loss on the last (network.md s6.2).
-    """
-    m, par = scenario.model, scenario.parallelism
-    b, s, t, sp = par.micro_batch, m.seq_len // par.cp, par.tp, par.sequence_parallel
-    chunks = stage_chunks(par, m.layers)[stage]
-    counts = in_flight_units(par, stage)
-    units = sum(c * n for c, n in zip(counts, chunks, strict=True))
-    if par.recompute == "full":
-        stored = layer_activation_bytes(m, b, s, t, sp, "full")
-        working = layer_activation_bytes(m, b, s, t, sp, "none", flash_attention)
-        total = (units - 1) * stored + working if units else 0.0
-    else:
-        total = units * layer_activation_bytes(m, b, s, t, sp, par.recompute, flash_attention)
-    if stage == 0:
-        total += counts[0] * embedding_activation_bytes(m, b, s, t, sp)
-    if stage == par.pp - 1:
-        total += logits_activation_bytes(m, b, s, t, sp)
-    return total * (2 if scenario.precision == "fp32" else 1)
+@memoised()
+def _sharded_bytes(precision: str, grad_bytes: float, zero_stage: int, dense_dp: int,
+                   expert_dp: int) -> tuple[BytesPerParam, BytesPerParam, BytesPerParam]:
+    """Bytes per parameter unsharded, and sharded for dense and for expert parameters."""
+    per_param = bytes_per_param(precision, grad_bytes)
+    return (per_param, zero_bytes_per_param(zero_stage, dense_dp, per_param),
+            zero_bytes_per_param(zero_stage, expert_dp, per_param))
 
 
 def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float | None = None,
@@ -370,27 +213,50 @@ def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float | None = N
     StageMemory
         Bytes by part.
     """
-    par = scenario.parallelism
-    layers = sum(stage_chunks(par, scenario.model.layers)[stage])
-    params = stage_params(scenario.model, par, stage, layers)
-    if grad_bytes is None:
-        grad_bytes = grad_bytes_for(scenario.precision)
-    per_param = bytes_per_param(scenario.precision, grad_bytes)
-    dense = zero_bytes_per_param(par.zero_stage, par.dp * par.cp, per_param)
-    expert = zero_bytes_per_param(par.zero_stage, par.dp * par.cp // par.ep, per_param)
-    weights = params.dense * dense.weights + params.expert * expert.weights
-    grads = params.dense * dense.grads + params.expert * expert.grads
-    if par.zero_stage >= 3:
-        unit = zero3_unit_params(scenario) * zero3_units_in_flight(scenario)
-        weights += unit * per_param.weights
-        grads += unit * per_param.grads
-    optimizer = params.dense * dense.optimizer + params.expert * expert.optimizer
-    activations = stage_activation_bytes(scenario, stage, flash_attention=flash_attention)
-    parts = weights + grads + optimizer + activations
-    overhead = OVERHEAD_FIXED_BYTES + OVERHEAD_FRACTION * parts
-    return StageMemory(stage=stage, weights_bytes=weights, grads_bytes=grads,
-                       optimizer_bytes=optimizer, activations_bytes=activations,
-                       overhead_bytes=overhead)
+    return _MemoryPlan(scenario, grad_bytes, flash_attention).stage(stage)
+
+
+class _MemoryPlan:
+    """What every stage of one layout shares, computed once: bytes per parameter after ZeRO, the
+    ZeRO-3 units in flight, the activation plan, and each stage's parameters and
+    layer-micro-batches in flight."""
+
+    __slots__ = ("activations", "dense", "expert", "first_count", "params", "unit_grads",
+                 "unit_weights", "units")
+
+    def __init__(self, scenario: Scenario, grad_bytes: float | None,
+                 flash_attention: bool) -> None:
+        par = scenario.parallelism
+        self.params = all_stage_params(scenario.model, par)
+        self.units = all_stage_units(par, scenario.model.layers)
+        self.first_count = all_in_flight_units(par)[0][0]
+        if grad_bytes is None:
+            grad_bytes = grad_bytes_for(scenario.precision)
+        per_param, self.dense, self.expert = _sharded_bytes(
+            scenario.precision, grad_bytes, par.zero_stage, par.dp * par.cp,
+            par.dp * par.cp // par.ep)
+        self.unit_weights = self.unit_grads = None
+        if par.zero_stage >= 3:
+            unit = zero3_unit_params(scenario) * zero3_units_in_flight(scenario)
+            self.unit_weights, self.unit_grads = unit * per_param.weights, unit * per_param.grads
+        self.activations = activation_plan(scenario, flash_attention)
+
+    def stage(self, stage: int) -> StageMemory:
+        """The memory of pipeline stage ``stage``."""
+        params = self.params[stage]
+        dense, expert = self.dense, self.expert
+        weights = params.dense * dense.weights + params.expert * expert.weights
+        grads = params.dense * dense.grads + params.expert * expert.grads
+        if self.unit_weights is not None and self.unit_grads is not None:
+            weights += self.unit_weights
+            grads += self.unit_grads
+        optimizer = params.dense * dense.optimizer + params.expert * expert.optimizer
+        activations = self.activations.stage_bytes(stage, self.units[stage], self.first_count)
+        parts = weights + grads + optimizer + activations
+        overhead = OVERHEAD_FIXED_BYTES + OVERHEAD_FRACTION * parts
+        return StageMemory(stage=stage, weights_bytes=weights, grads_bytes=grads,
+                           optimizer_bytes=optimizer, activations_bytes=activations,
+                           overhead_bytes=overhead)
 
 
 def estimate_memory(scenario: Scenario, *, grad_bytes: float | None = None,
@@ -411,8 +277,7 @@ def estimate_memory(scenario: Scenario, *, grad_bytes: float | None = None,
     MemoryEstimate
         Per-stage breakdown, peak and whether it fits.
     """
-    stages = tuple(stage_memory(scenario, i, grad_bytes=grad_bytes,
-                                flash_attention=flash_attention)
-                   for i in range(scenario.parallelism.pp))
+    plan = _MemoryPlan(scenario, grad_bytes, flash_attention)
+    stages = tuple(plan.stage(i) for i in range(scenario.parallelism.pp))
     capacity = scenario.cluster.topology.accelerator.memory_bytes
     return MemoryEstimate(stages=stages, capacity_bytes=capacity)

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 
 from simcluster.perf import comm_plan
+from simcluster.perf.cache import Keyed, keyed_accelerator, memoised
 from simcluster.perf.compute import (
     LayerTimes,
     embedding_times,
@@ -35,9 +36,12 @@ from simcluster.perf.compute import (
     optimizer_step_time_s,
 )
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
-from simcluster.perf.memory import grad_bytes_for, stage_chunks, stage_params
+from simcluster.perf.memory import grad_bytes_for, stage_params
+from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.zero3 import zero3_layer, zero3_step_s
+from simcluster.spec.hardware import AcceleratorSpec
+from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
 
 
@@ -102,10 +106,49 @@ class StepEstimate:
 
 def scenario_layer_times(s: Scenario) -> LayerTimes:
     """One transformer layer of ``s`` per micro-batch on one GPU (its layout and kernels)."""
+    return _scenario_layer_times(s, keyed_accelerator(s.cluster.topology.accelerator))
+
+
+def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTimes:
     par = s.parallelism
-    return layer_times(s.model, s.cluster.topology.accelerator, s.precision, par.micro_batch,
-                       s.model.seq_len, par.tp, par.cp, par.sequence_parallel, par.recompute,
-                       s.execution.flash_attention, ep=par.ep)
+    return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
+                        par.cp, par.sequence_parallel, par.recompute, s.execution.flash_attention,
+                        par.ep)
+
+
+@memoised()
+def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
+                 seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
+                 flash_attention: bool, ep: int) -> LayerTimes:
+    return layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
+                       recompute, flash_attention, ep=ep)
+
+
+@memoised()
+def _ends(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
+          seq_len: int, tp: int, cp: int) -> tuple[LayerTimes, LayerTimes]:
+    """The first stage's embedding and the last stage's logits and loss."""
+    args = (model, acc.value, dtype, micro_batch, seq_len)
+    return embedding_times(*args, tp, cp), logits_times(*args, tp, cp)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stage:
+    """What a pipeline stage's times depend on: its layers, ends and parameters held."""
+
+    layers: int
+    first: bool
+    last: bool
+    held: float  # dense + expert parameters on one GPU
+
+
+def _stages(s: Scenario) -> tuple[_Stage, ...]:
+    par = s.parallelism
+    last = par.pp - 1
+    return tuple(_Stage(n, i == 0, i == last, params.dense + params.expert)
+                 for i, (n, params) in enumerate(zip(stage_layer_counts(par, s.model.layers),
+                                                     all_stage_params(s.model, par),
+                                                     strict=True)))
 
 
 def grad_accumulation_s(s: Scenario, params: float) -> float:
@@ -129,27 +172,34 @@ def _attention_fwd_s(layer: LayerTimes) -> float:
 
 def stage_times(s: Scenario, groups: comm_plan.Groups) -> tuple[StageTimes, ...]:
     """Per-micro-batch times of every pipeline stage (its chunks summed)."""
-    par, acc = s.parallelism, s.cluster.topology.accelerator
-    layer = scenario_layer_times(s)
+    return _stage_times(s, groups, _stages(s), keyed_accelerator(s.cluster.topology.accelerator))
+
+
+def _stage_times(s: Scenario, groups: comm_plan.Groups, stages: tuple[_Stage, ...],
+                 acc: Keyed[AcceleratorSpec]) -> tuple[StageTimes, ...]:
+    """:func:`stage_times`; stages alike (same layers and ends: the middle ones of an even split)
+    share one computed value."""
+    par = s.parallelism
+    layer = _scenario_layer_times(s, acc)
     tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups)
     cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, _attention_fwd_s(layer))
     ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
-    args = (s.model, acc, s.precision, par.micro_batch, s.model.seq_len)
-    first = embedding_times(*args, par.tp, par.cp)
-    last = logits_times(*args, par.tp, par.cp)
-    out = []
-    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
-        n = sum(chunks)
-        extras = ([first] if i == 0 else []) + ([last] if i == par.pp - 1 else [])
-        params = stage_params(s.model, par, i, n)
-        accumulate = grad_accumulation_s(s, params.dense + params.expert)
-        out.append(StageTimes(
+    first, last = _ends(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
+                        par.cp)
+    done: dict[_Stage, StageTimes] = {}
+    for stage in stages:
+        if stage in done:
+            continue
+        n = stage.layers
+        extras = ([first] if stage.first else []) + ([last] if stage.last else [])
+        accumulate = grad_accumulation_s(s, stage.held)
+        done[stage] = StageTimes(
             forward_compute_s=n * layer.forward_s + sum(e.forward_s for e in extras),
             backward_compute_s=n * (layer.backward_s + layer.recompute_s)
             + sum(e.backward_s for e in extras) + accumulate,
             wgrad_s=n * layer.wgrad_s + sum(e.wgrad_s for e in extras) + accumulate,
-            tp_s=n * (tp_f + tp_b), cp_s=n * (cp_f + cp_b), ep_s=n * (ep_f + ep_b)))
-    return tuple(out)
+            tp_s=n * (tp_f + tp_b), cp_s=n * (cp_f + cp_b), ep_s=n * (ep_f + ep_b))
+    return tuple(done[stage] for stage in stages)
 
 
 def _fill_drain_s(s: Scenario, stages: tuple[StageTimes, ...]) -> float:
@@ -172,56 +222,74 @@ def _pp_comm_s(s: Scenario, groups: comm_plan.Groups) -> float:
     return 2 * message * (par.micro_batches * par.virtual_stages + par.pp - 1)
 
 
-def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups,
-                  stages: tuple[StageTimes, ...]) -> tuple[float, float, float]:
+def _dp_collectives_s(s: Scenario, groups: comm_plan.Groups,
+                      shapes: tuple[_Stage, ...]) -> dict[float, tuple[float, float]]:
+    """Parameters held -> (final DP reduction, ZeRO-2 scatter) seconds, once per distinct count."""
+    grad = grad_bytes_for(s.precision)
+    return {held: (comm_plan.dp_reduce_s(s, groups, held, grad),
+                   comm_plan.zero2_scatter_s(s, groups, held, grad))
+            for held in {shape.held: None for shape in shapes}}
+
+
+def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTimes, ...],
+                  shapes: tuple[_Stage, ...]) -> tuple[float, float, float]:
     """(exposed, total on the critical stage, hidden) data-parallel seconds."""
     par = s.parallelism
-    per_stage = []
-    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
-        params = stage_params(s.model, par, i, sum(chunks))
-        held, grad = params.dense + params.expert, grad_bytes_for(s.precision)
-        final = comm_plan.dp_reduce_s(s, groups, held, grad)
-        slack = i * stages[i].backward_compute_s  # stage i ends its backward earlier by the drain
-        overlap = stages[i].backward_compute_s if s.execution.overlap_grad_reduce else 0.0
+    overlapped, gpipe = s.execution.overlap_grad_reduce, par.schedule == "gpipe"
+    earlier = par.micro_batches - 1
+    collectives = _dp_collectives_s(s, groups, shapes)
+    best = (0.0, 0.0, 0.0)
+    for i, (shape, st) in enumerate(zip(shapes, stages, strict=True)):
+        final, scatter = collectives[shape.held]
+        slack = i * st.backward_compute_s  # stage i ends its backward earlier by the drain
+        overlap = st.backward_compute_s if overlapped else 0.0
         exposed = final - min(final, slack + overlap)
         # ZeRO-2 (pp = 1): each earlier micro-batch's reduce-scatter runs behind the next one's
         # compute (only its backward under GPipe, whose forwards all come first) on the serial DP
         # stream; what outruns the compute is a backlog at the end.
-        scatter = comm_plan.zero2_scatter_s(s, groups, held, grad)
-        earlier = par.micro_batches - 1
-        window = stages[i].total_s
-        if par.schedule == "gpipe":
-            st = stages[i]
+        window = st.total_s
+        if gpipe:
             window -= st.forward_compute_s + (st.tp_s + st.cp_s + st.ep_s) / 3
         exposed += earlier * max(0.0, scatter - window)
         total = final + earlier * scatter
-        per_stage.append((exposed, total, total - exposed))
-    return max(per_stage, key=lambda item: item[0])
+        if i == 0 or exposed > best[0]:  # the first stage with the most exposed, as max() picks
+            best = (exposed, total, total - exposed)
+    return best
 
 
-def _optimizer_s(s: Scenario) -> float:
+def _optimizer_s(s: Scenario, shapes: tuple[_Stage, ...]) -> float:
     par = s.parallelism
+    shards = par.dp * par.cp if par.zero_stage >= 1 else 1
+    acc = s.cluster.topology.accelerator
     worst = 0.0
-    for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
-        params = stage_params(s.model, par, i, sum(chunks))
-        shards = par.dp * par.cp if par.zero_stage >= 1 else 1
-        worst = max(worst, optimizer_step_time_s(s.cluster.topology.accelerator,
-                                                 params.dense + params.expert, shards))
+    for held in {shape.held: None for shape in shapes}:  # distinct counts, first-seen order
+        worst = max(worst, optimizer_step_time_s(acc, held, shards))
     return worst
+
+
+@memoised()
+def _model_flops(model: ModelSpec, global_batch: int) -> float:
+    return model_flops_per_iteration(model, global_batch)
+
+
+@memoised()
+def _hardware_flops(model: ModelSpec, global_batch: int, recompute: str) -> float:
+    return hardware_flops_per_iteration(model, global_batch, recompute)
 
 
 def estimate_step(s: Scenario) -> StepEstimate:
     """The analytical iteration time of ``s`` with its breakdown (sums exactly to the step)."""
     par = s.parallelism
     groups = comm_plan.groups(s)
-    stages = stage_times(s, groups)
+    shapes = _stages(s)
+    stages = _stage_times(s, groups, shapes, keyed_accelerator(s.cluster.topology.accelerator))
     crit = max(stages, key=lambda st: st.total_s)
     m = par.micro_batches
     # ZeRO-3 is only allowed with pp = 1 (spec/checks.py), so stage 0 holds every parameter; its
     # gradients are reduce-scattered layer by layer (perf.zero3), not by the DP buckets.
     layer = zero3_layer(s, groups, stage_params(s.model, par, 0, s.model.layers).dense)
     if layer is None:
-        dp_exposed, dp_total, dp_hidden = _dp_exposed_s(s, groups, stages)
+        dp_exposed, dp_total, dp_hidden = _dp_exposed_s(s, groups, stages, shapes)
     else:
         dp_exposed, dp_total = zero3_step_s(s, layer, crit.forward_compute_s,
                                             crit.backward_compute_s)
@@ -231,9 +299,9 @@ def estimate_step(s: Scenario) -> StepEstimate:
         tp_comm=m * crit.tp_s, cp_comm=m * crit.cp_s, ep_comm=m * crit.ep_s,
         pp_comm=_pp_comm_s(s, groups), dp_comm=dp_exposed,
         bubble=_fill_drain_s(s, stages) if par.pp > 1 else 0.0,
-        optimizer=_optimizer_s(s))
+        optimizer=_optimizer_s(s, shapes))
     return StepEstimate(
         iteration_time_s=breakdown.total_s, breakdown=breakdown, stages=stages,
-        model_flops=model_flops_per_iteration(s.model, par.global_batch),
-        hardware_flops=hardware_flops_per_iteration(s.model, par.global_batch, par.recompute),
+        model_flops=_model_flops(s.model, par.global_batch),
+        hardware_flops=_hardware_flops(s.model, par.global_batch, par.recompute),
         dp_total_s=dp_total, dp_hidden_s=dp_hidden)

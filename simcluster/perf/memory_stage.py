@@ -1,0 +1,317 @@
+"""Per-stage pieces of the memory model: layer split, parameters, micro-batches in flight, activations.
+
+Split out of :mod:`.memory` (which re-exports every name here): which layers each pipeline stage
+holds (:func:`stage_chunks`), the parameters one GPU of a stage holds (:func:`stage_params`,
+Megatron's layout), how many micro-batches a stage keeps in flight under each schedule
+(:func:`in_flight_units`) and the activation bytes (Korthikanti et al. 2022 Table 2, generalised;
+see :mod:`.memory` for the stated simplifications). The step model (:mod:`.step`) uses the first
+two as well. The pure functions a sweep repeats per layout are memoised (:mod:`.cache`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcluster.perf.cache import memoised
+from simcluster.perf.params import count_params
+from simcluster.perf.pipeline import in_flight_microbatches
+from simcluster.spec.model import ModelSpec
+from simcluster.spec.scenario import ParallelismSpec, Scenario
+
+
+def stage_chunks(par: ParallelismSpec, layers: int) -> tuple[tuple[int, ...], ...]:
+    """Layers of each virtual chunk held by each pipeline stage.
+
+    Even split unless ``stage_layers`` is given; with ``interleaved``, stage ``i`` holds chunks
+    ``i, i+p, i+2p, ...`` (Narayanan et al. SC'21 s2.2.2).
+    """
+    return _chunks(par.pp, par.virtual_stages, par.stage_layers, layers)
+
+
+def stage_layer_counts(par: ParallelismSpec, layers: int) -> tuple[int, ...]:
+    """Layers each pipeline stage holds: the sums of :func:`stage_chunks`."""
+    return _layer_counts(par.pp, par.virtual_stages, par.stage_layers, layers)
+
+
+@memoised()
+def _layer_counts(pp: int, virtual_stages: int, stage_layers: tuple[int, ...] | None,
+                  layers: int) -> tuple[int, ...]:
+    return tuple(sum(chunks) for chunks in _chunks(pp, virtual_stages, stage_layers, layers))
+
+
+@memoised()
+def _chunks(pp: int, virtual_stages: int, stage_layers: tuple[int, ...] | None,
+            layers: int) -> tuple[tuple[int, ...], ...]:
+    chunks = pp * virtual_stages
+    sizes = stage_layers or (layers // chunks,) * chunks
+    return tuple(tuple(sizes[i::pp]) for i in range(pp))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StageParams:
+    """Parameters on one GPU of a stage, split by how ZeRO shards them."""
+
+    dense: float
+    expert: float
+
+
+def stage_params(model: ModelSpec, par: ParallelismSpec, stage: int, layers: int) -> StageParams:
+    """Parameters one GPU of ``stage`` holds, given the stage's ``layers`` (Megatron layout).
+
+    Per layer: attention and dense MLP / tp, norms replicated; MoE experts / (tp*ep), router
+    replicated. First stage: word embedding V*h / tp (vocab-parallel), learned positions
+    replicated. Last stage: final norm, and the output layer V*h / tp when untied, or a copy of the
+    tied word embedding when pp > 1 (Megatron keeps one there to reduce its gradient).
+    """
+    return _stage_params(model, par.tp, par.ep, stage == 0, stage == par.pp - 1, par.pp > 1,
+                         layers)
+
+
+def all_stage_params(model: ModelSpec, par: ParallelismSpec) -> tuple[StageParams, ...]:
+    """:func:`stage_params` of every pipeline stage, for the layers :func:`stage_chunks` gives it."""
+    return _all_stage_params(model, par.tp, par.ep, par.pp,
+                             stage_layer_counts(par, model.layers))
+
+
+@memoised()
+def _all_stage_params(model: ModelSpec, tp: int, ep: int, pp: int,
+                      counts: tuple[int, ...]) -> tuple[StageParams, ...]:
+    return tuple(_stage_params(model, tp, ep, i == 0, i == pp - 1, pp > 1, n)
+                 for i, n in enumerate(counts))
+
+
+@memoised()
+def _stage_params(model: ModelSpec, tp: int, ep: int, first: bool, last: bool, pipelined: bool,
+                  layers: int) -> StageParams:
+    """:func:`stage_params` on the layout values it reads (``pipelined``: ``pp > 1``)."""
+    pc = count_params(model)
+    word = model.vocab * model.hidden
+    router = model.hidden * model.moe.experts if model.moe else 0
+    mlp = pc.per_layer_mlp - router
+    layer_dense = pc.per_layer_attention / tp + pc.per_layer_norm + router
+    dense = layers * (layer_dense + (0 if model.moe else mlp / tp))
+    expert = layers * mlp / (tp * ep) if model.moe else 0.0
+    if first:
+        dense += word / tp + (pc.embedding - word)  # vocab-parallel words, replicated positions
+    if last:
+        final_norm = pc.final - (0 if model.tied_embeddings else word)
+        output_copy = not model.tied_embeddings or pipelined
+        dense += final_norm + (word / tp if output_copy else 0)
+    return StageParams(dense=dense, expert=expert)
+
+
+def in_flight_micro_batches(schedule: str, pp: int, stage: int, micro_batches: int) -> int:
+    """Micro-batches whose activations a stage holds at its peak (network.md s5).
+
+    GPipe: all ``m``. 1F1B and ZB-H1: ``min(p - stage, m)`` (Megatron ``schedules.py`` warm-up
+    ``p - stage - 1`` plus the one in steady state). Interleaved: see :func:`in_flight_units`.
+    """
+    if schedule == "interleaved":
+        raise ValueError("schedule 'interleaved' has no single in-flight count; use in_flight_units")
+    return int(in_flight_microbatches(schedule, pp, micro_batches, stage=stage))
+
+
+def in_flight_units(par: ParallelismSpec, stage: int) -> tuple[int, ...]:
+    """Micro-batches in flight on each virtual chunk of ``stage`` at its peak.
+
+    Interleaved 1F1B (Megatron ``schedules.py``): ``2(p - stage - 1) + (v - 1)p + 1`` forward
+    units run before the first backward, in groups of ``p`` micro-batches per chunk; for the first
+    stage with an even split this gives Megatron's ``p*(1 + (p-1)/(p*v))`` micro-batches of ``L/p``
+    layers (``theoretical_memory_usage.py``). Other schedules: one chunk.
+    """
+    return _in_flight_units(par.schedule, par.pp, par.virtual_stages, par.micro_batches, stage)
+
+
+def all_in_flight_units(par: ParallelismSpec) -> tuple[tuple[int, ...], ...]:
+    """:func:`in_flight_units` of every pipeline stage."""
+    return _all_in_flight(par.schedule, par.pp, par.virtual_stages, par.micro_batches)
+
+
+@memoised()
+def _all_in_flight(schedule: str, p: int, v: int, m: int) -> tuple[tuple[int, ...], ...]:
+    return tuple(_in_flight_units(schedule, p, v, m, stage) for stage in range(p))
+
+
+@memoised()
+def _in_flight_units(schedule: str, p: int, v: int, m: int, stage: int) -> tuple[int, ...]:
+    if schedule != "interleaved":
+        return (in_flight_micro_batches(schedule, p, stage, m),)
+    units = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
+    counts = [0] * v
+    for first in range(0, m, p):
+        if units == 0:  # nothing left to place: the rest of the m/p groups add nothing
+            break
+        group = min(p, m - first)
+        for chunk in range(v):
+            take = min(group, units)
+            counts[chunk] += take
+            units -= take
+    return tuple(counts)
+
+
+# Activations (Korthikanti et al. 2022, arXiv 2205.05198, Table 2; network.md s6.2) -------------
+
+
+@memoised()
+def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp: int,
+                           sequence_parallel: bool, recompute: str,
+                           flash_attention: bool = True) -> float:
+    """Activation bytes one layer stores for one micro-batch, per GPU.
+
+    Korthikanti Table 2 term by term (16-bit tensors, 1-byte dropout masks), generalised: Q, K, V
+    use the GQA widths; the MLP stores its activation input and the down-projection input (gelu
+    ``2f + 2f``, swiglu ``4f + 2f`` per token) for each of the ``top_k`` experts. For plain GPT this
+    is ``s*b*h*(34 + 5*a*s/h)`` without parallelism, ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` with TP and
+    ``s*b*h/t*(34 + 5*a*s/h)`` with TP + SP; the SP + selective case is Megatron's
+    ``s*b*h*(18 + 4*ffn/h)/t`` for any gelu MHA layer.
+
+    Parameters
+    ----------
+    model : ModelSpec
+        Layer shape.
+    micro_batch, seq_len : int
+        ``b`` and the per-GPU sequence length ``s`` (already divided by cp).
+    tp : int
+        Tensor-parallel size ``t``.
+    sequence_parallel : bool
+        Shard the otherwise replicated norm and dropout activations over ``t`` too.
+    recompute : str
+        ``none``: everything; ``selective``: no attention scores, softmax or its dropout mask
+        (recomputed); ``full``: only the layer input ``2*s*b*h`` (``/t`` with SP).
+    flash_attention : bool
+        Scores, softmax and its dropout mask are never materialised (default True).
+
+    Returns
+    -------
+    float
+        Bytes.
+    """
+    s, b, h = seq_len, micro_batch, model.hidden
+    sbh = s * b * h
+    if recompute == "full":
+        return 2 * sbh / (tp if sequence_parallel else 1)  # checkpointed layer input, 16-bit
+    q, kv = model.heads * model.head_dim, model.kv_heads * model.head_dim
+    top_k = model.moe.top_k if model.moe else 1
+    mlp_inner = (6 if model.ffn_act == "swiglu" else 4) * model.ffn_hidden
+    replicated = (4 * sbh  # inputs of the two norms
+                  + 2 * sbh  # QKV projection input
+                  + sbh  # attention output dropout mask
+                  + 2 * sbh  # MLP input
+                  + sbh)  # MLP output dropout mask
+    sharded = (2 * s * b * (q + 2 * kv)  # Q and K for the scores, V for AV
+               + 2 * s * b * q  # output projection input
+               + s * b * top_k * mlp_inner)  # activation input and down-projection input
+    scores = 0.0
+    if recompute == "none" and not flash_attention:
+        scores = 5 * model.heads * s * s * b  # softmax output 2, dropout mask 1, dropout output 2
+    if sequence_parallel:
+        return (replicated + sharded + scores) / tp
+    return replicated + (sharded + scores) / tp
+
+
+@memoised()
+def embedding_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp: int,
+                               sequence_parallel: bool) -> float:
+    """First stage, per micro-batch: ``8*s*b`` (token ids) + ``s*b*h`` (embedding dropout mask).
+
+    Megatron ``theoretical_memory_usage.py``: divided by t with SP (``compute_activation_memory``),
+    not without it (``compute_activation_memory_without_sp``).
+    """
+    s, b = seq_len, micro_batch
+    total = 8 * s * b + s * b * model.hidden  # int64 ids; dropout mask
+    return total / (tp if sequence_parallel else 1)
+
+
+@memoised()
+def logits_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp: int,
+                            sequence_parallel: bool) -> float:
+    """Last stage, one micro-batch: final-norm output and logits kept for the loss.
+
+    With SP, Megatron's ``4*s*b*h*(1 + V/h)/t`` (fp32 final-norm output and logits); without SP,
+    its ``2*(s*b*V/t + s*b*h)`` (``theoretical_memory_usage.py``).
+    """
+    sb, h, V = seq_len * micro_batch, model.hidden, model.vocab
+    if sequence_parallel:
+        return 4 * sb * h * (1 + V / h) / tp
+    return 2 * (sb * V / tp + sb * h)
+
+
+@dataclass(frozen=True, slots=True)
+class ActivationPlan:
+    """A layout's per-layer activation bytes and its ends; :meth:`stage_bytes` sums a stage.
+
+    ``per_layer`` serves recompute ``none`` and ``selective``; with ``full``, ``stored`` is a
+    checkpointed layer input and ``working`` one layer's working set (0.0 where unused).
+    """
+
+    full: bool
+    per_layer: float
+    stored: float
+    working: float
+    embedding: float
+    logits: float
+    last_stage: int
+    factor: int  # 2 for fp32 training, else 1
+
+    def stage_bytes(self, stage: int, units: int, first_count: int) -> float:
+        """Bytes of ``stage`` holding ``units`` layer-micro-batches (:func:`all_stage_units`);
+        ``first_count`` is the micro-batches in flight on stage 0's first chunk."""
+        if self.full:
+            total = (units - 1) * self.stored + self.working if units else 0.0
+        else:
+            total = units * self.per_layer
+        if stage == 0:
+            total += first_count * self.embedding
+        if stage == self.last_stage:
+            total += self.logits
+        return total * self.factor
+
+
+def activation_plan(scenario: Scenario, flash_attention: bool = True) -> ActivationPlan:
+    """The :class:`ActivationPlan` of ``scenario``'s layout."""
+    m, par = scenario.model, scenario.parallelism
+    return _activation_plan(m, par.micro_batch, m.seq_len // par.cp, par.tp,
+                            par.sequence_parallel, par.recompute, flash_attention, par.pp,
+                            2 if scenario.precision == "fp32" else 1)
+
+
+@memoised()
+def _activation_plan(m: ModelSpec, b: int, s: int, t: int, sp: bool, recompute: str,
+                     flash_attention: bool, pp: int, factor: int) -> ActivationPlan:
+    full = recompute == "full"
+    return ActivationPlan(
+        full=full,
+        per_layer=0.0 if full else layer_activation_bytes(m, b, s, t, sp, recompute,
+                                                          flash_attention),
+        stored=layer_activation_bytes(m, b, s, t, sp, "full") if full else 0.0,
+        working=layer_activation_bytes(m, b, s, t, sp, "none", flash_attention) if full else 0.0,
+        embedding=embedding_activation_bytes(m, b, s, t, sp),
+        logits=logits_activation_bytes(m, b, s, t, sp), last_stage=pp - 1, factor=factor)
+
+
+def stage_activation_bytes(scenario: Scenario, stage: int, *,
+                           flash_attention: bool = True) -> float:
+    """Activation bytes one GPU of ``stage`` holds at its peak.
+
+    In-flight layer-micro-batches times the per-layer bytes of the recompute mode; full recompute
+    keeps each layer's input and one layer's working set (whose input is that same tensor). Plus
+    the embedding on the first stage and the logits and loss on the last (network.md s6.2).
+    """
+    par = scenario.parallelism
+    return activation_plan(scenario, flash_attention).stage_bytes(
+        stage, all_stage_units(par, scenario.model.layers)[stage], in_flight_units(par, 0)[0])
+
+
+def all_stage_units(par: ParallelismSpec, layers: int) -> tuple[int, ...]:
+    """Layer-micro-batches in flight on each stage at its peak: micro-batches in flight on each
+    chunk (:func:`in_flight_units`) times the chunk's layers, summed."""
+    return _all_units(par.schedule, par.pp, par.virtual_stages, par.micro_batches,
+                      par.stage_layers, layers)
+
+
+@memoised()
+def _all_units(schedule: str, p: int, v: int, m: int, stage_layers: tuple[int, ...] | None,
+               layers: int) -> tuple[int, ...]:
+    return tuple(sum(c * n for c, n in zip(counts, chunks, strict=True))
+                 for counts, chunks in zip(_all_in_flight(schedule, p, v, m),
+                                           _chunks(p, v, stage_layers, layers), strict=True))
