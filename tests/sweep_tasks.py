@@ -59,6 +59,23 @@ class SquareTask:
 
 
 @dataclass(frozen=True, slots=True)
+class LastFirstTask:
+    """Chunk 0 finishes last: it waits until every other chunk has left a file in ``flag_dir``."""
+
+    flag_dir: str
+    n_chunks: int
+
+    def __call__(self, chunk: Chunk) -> list[Row]:
+        flags = Path(self.flag_dir)
+        if chunk.index == 0:
+            _wait_for(flags, count=self.n_chunks - 1)
+        rows = [square_row(p) for p in chunk.points]
+        if chunk.index != 0:
+            (flags / f"done-{chunk.index}").touch()
+        return rows
+
+
+@dataclass(frozen=True, slots=True)
 class FailingTask:
     """Raises a SpecError on chunk ``bad``: the error must reach the caller intact."""
 
@@ -78,9 +95,10 @@ class TrivialTask:
         return [{"index": chunk.index}]
 
 
-def _wait_for(path: Path) -> None:
+def _wait_for(path: Path, count: int | None = None) -> None:
+    """Until ``path`` exists (or, with ``count``, holds ``count`` files)."""
     deadline = time.monotonic() + GATE_TIMEOUT_S
-    while not path.exists():
+    while not (path.exists() if count is None else len(list(path.iterdir())) >= count):
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} never appeared")
         time.sleep(0.01)

@@ -56,7 +56,7 @@ def _start(ray: ModuleType, jobs: int, address: str | None) -> bool:
     """Connect to Ray; whether this call started it (and so must shut it down)."""
     if ray.is_initialized():
         return False
-    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.WARNING}
+    quiet: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
     try:
         if address is not None:
             ray.init(address=address, **quiet)

@@ -60,6 +60,14 @@ def column_names(rows: Iterable[Row]) -> list[str]:
     return list(names)
 
 
+def checked_column_names(rows: list[Row]) -> list[str]:
+    """:func:`column_names`, refusing rows without any column (a table could not keep them)."""
+    names = column_names(rows)
+    if rows and not names:
+        raise InvariantError(f"sweep rows: {len(rows)} rows without any column")
+    return names
+
+
 def column_kind(name: str, values: Sequence[Any]) -> Kind:
     """The type of column ``name`` holding ``values`` (see the module docstring)."""
     types = set(map(type, values))
@@ -73,18 +81,15 @@ def column_kind(name: str, values: Sequence[Any]) -> Kind:
 
 
 def normalize_rows(rows: list[Row]) -> list[Row]:
-    """``rows`` with every key of the chunk (``None`` where missing) and ints made floats in
-    columns that mix ints and floats; the types are checked (:func:`column_kind`).
+    """``rows`` with every key of the chunk in column order (``None`` where missing) and ints
+    made floats in columns that mix ints and floats; the types are checked (:func:`column_kind`).
 
-    The rows are updated in place (they are the caller's fresh rows) and returned.
+    Rows already in that shape are updated in place (they are the caller's fresh rows).
     """
     if not isinstance(rows, list) or not all(isinstance(row, dict) for row in rows):
         raise InvariantError(f"a sweep task returns a list of dict rows, got {type(rows).__name__}")
-    names = column_names(rows)
-    for row in rows:
-        if len(row) != len(names):
-            for name in names:
-                row.setdefault(name, None)
+    names = checked_column_names(rows)
+    rows = [row if list(row) == names else {name: row.get(name) for name in names} for row in rows]
     for name in names:
         values = [row[name] for row in rows]
         if column_kind(name, values) is Kind.FLOAT:

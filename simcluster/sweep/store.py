@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from simcluster.errors import SpecError
-from simcluster.sweep.rows import Kind, Row, column_kind, column_names
+from simcluster.sweep.rows import Kind, Row, checked_column_names, column_kind
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -131,7 +131,7 @@ def rows_to_table(rows: list[Row]) -> pa.Table:
     :mod:`simcluster.sweep.rows`: column order and types)."""
     import pyarrow as pa
 
-    names = column_names(rows)
+    names = checked_column_names(rows)
     columns = []
     for name in names:
         values = [row.get(name) for row in rows]
