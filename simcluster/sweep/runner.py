@@ -149,12 +149,23 @@ def pool_results(task: ChunkTask, chunks: Sequence[Chunk], jobs: int) -> ChunkRe
                 chunk = flying.pop(future)
                 yield chunk, future.result()  # re-raises the task's exception as itself
             _refill(pool, task, queue, flying, IN_FLIGHT_PER_JOB * jobs)
-    except BaseException:
-        for future in flying:
-            future.cancel()
-        pool.shutdown(wait=False, cancel_futures=True)
+    except BaseException:  # a task's error, KeyboardInterrupt, or the caller closing early
+        _stop(pool, flying)
         raise
     pool.shutdown(wait=True)
+
+
+def _stop(pool: ProcessPoolExecutor, flying: dict[Future[list[Row]], Chunk]) -> None:
+    """Cancel the chunks not started and end the workers now, without waiting for the running
+    chunks (whose results nobody will gather): Ctrl-C stops a sweep at once."""
+    for future in flying:
+        future.cancel()
+    # ProcessPoolExecutor has no public way to end its workers before Python 3.14
+    # (terminate_workers); without it, exiting would wait for every running chunk to finish.
+    processes: dict[int, Any] = getattr(pool, "_processes", None) or {}
+    for process in list(processes.values()):
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _refill(pool: ProcessPoolExecutor, task: ChunkTask, queue: Iterator[Chunk],
