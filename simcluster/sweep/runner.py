@@ -111,21 +111,25 @@ def run_chunks(task: ChunkTask, chunks: Sequence[Chunk], *, jobs: int = 1, backe
             if progress is not None:
                 progress.resume(len(chunk.points))
     pending = [chunk for chunk in chunks if chunk.index not in results]
-    # closing: an error here stops the workers now, not when the traceback is freed
-    with closing(_backend_results(task, pending, jobs, backend, ray_address)) as finished:
-        for chunk, rows in finished:
-            if store is not None:
-                store.save(chunk.index, rows)
-            results[chunk.index] = rows
-            if progress is not None:
-                progress.advance(len(chunk.points))
-    if progress is not None:
-        progress.close()
+    try:
+        # closing: an error here ends the workers now, not when its traceback is freed
+        with closing(_backend_results(task, pending, jobs, backend, ray_address)) as finished:
+            for chunk, rows in finished:
+                if store is not None:
+                    store.save(chunk.index, rows)
+                results[chunk.index] = rows
+                if progress is not None:
+                    progress.advance(len(chunk.points))
+    finally:
+        if progress is not None:
+            progress.close()  # also on error: the message that follows starts on its own line
     return [row for chunk in chunks for row in results[chunk.index]]
 
 
 def _backend_results(task: ChunkTask, pending: list[Chunk], jobs: int, backend: str,
                      ray_address: str | None) -> ChunkResults:
+    if not pending:  # everything stored: start no pool and no Ray
+        return _no_results()
     if backend == "ray":
         from simcluster.sweep.ray_backend import ray_results
 
@@ -133,6 +137,10 @@ def _backend_results(task: ChunkTask, pending: list[Chunk], jobs: int, backend: 
     if jobs == 1 or len(pending) <= 1:
         return ((chunk, run_chunk(task, chunk)) for chunk in pending)
     return pool_results(task, pending, jobs)
+
+
+def _no_results() -> ChunkResults:
+    yield from ()
 
 
 def pool_results(task: ChunkTask, chunks: Sequence[Chunk], jobs: int) -> ChunkResults:

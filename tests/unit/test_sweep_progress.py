@@ -5,10 +5,13 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
+
+from simcluster.errors import SpecError
 from simcluster.sweep.progress import Progress, clock_text
 from simcluster.sweep.runner import run_chunks
 from simcluster.sweep.store import ResultStore
-from tests.sweep_tasks import SquareTask, chunks_of
+from tests.sweep_tasks import FailingTask, SquareTask, chunks_of
 
 
 class FakeClock:
@@ -102,3 +105,12 @@ def test_run_chunks_advances_by_points_and_counts_stored_chunks_at_start(tmp_pat
         "9/12 points (75.0%) 3.0 points/s ETA 0:00:01",
         "12/12 points (100.0%) 6.0 points/s ETA 0:00:00",
         "12/12 points (100.0%) 6.0 points/s, 0:00:01 elapsed"]
+
+
+def test_the_line_is_closed_when_a_chunk_fails_so_the_error_starts_its_own_line() -> None:
+    clock, out = FakeClock(), TtyStream()
+    progress = Progress(9, out, clock=clock, tty_interval_s=0.0)
+    clock.now += 1.0
+    with pytest.raises(SpecError):
+        run_chunks(FailingTask(bad=2), chunks_of(3), progress=progress)
+    assert out.getvalue().endswith("6/9 points (66.7%) 6.0 points/s, 0:00:01 elapsed\n")

@@ -266,3 +266,11 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_tables(tmp_path: Path, 
     assert _typed(resumed) == _typed(uninterrupted)
     assert (out / "results.csv").read_bytes() == (tmp_path / "whole" / "results.csv").read_bytes()
     assert pq.read_table(out / "results.parquet").equals(pq.read_table(whole.directory / "results.parquet"))
+
+
+def test_a_fully_stored_sweep_starts_no_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    chunks = chunks_of(3)
+    run_chunks(SquareTask(), chunks, store=ResultStore(tmp_path, "k"))
+    monkeypatch.setitem(sys.modules, "ray", None)  # starting Ray would now fail
+    rows = run_chunks(SquareTask(), chunks, backend="ray", store=ResultStore(tmp_path, "k"))
+    assert rows == _expected(chunks)
