@@ -31,6 +31,10 @@ class SpecError(SimclusterError):
         self.source = source
         super().__init__(self.render())
 
+    def __reduce__(self) -> tuple[type[SpecError], tuple[str, str, str]]:
+        """Pickle by the three fields, so a worker process's error arrives intact."""
+        return SpecError, (self.key, self.message, self.source)
+
     def render(self) -> str:
         """One line: ``file: key.path: message``."""
         parts = [p for p in (self.source, self.key) if p]
