@@ -34,8 +34,9 @@ GiB = 2**30
 def _sweep(scenario: str, jobs: int, *extra: str) -> tuple[float, float, dict[str, object]]:
     """Seconds, peak RSS (GiB, the process and its workers) and the JSON of one sweep."""
     with tempfile.TemporaryDirectory() as out:
-        cmd = [sys.executable, "-c", _CHILD, scenario, "-j", str(jobs), "--quiet", "--json",
-               "--out", out, *extra]
+        sweep = [str(Path(sys.executable).with_name("simcluster")), "sweep", scenario, "-j",
+                 str(jobs), "--quiet", "--json", "--out", out, *extra]
+        cmd = [sys.executable, "-c", _CHILD, *sweep]
         start = time.perf_counter()
         done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True)
         seconds = time.perf_counter() - start
@@ -43,19 +44,14 @@ def _sweep(scenario: str, jobs: int, *extra: str) -> tuple[float, float, dict[st
     return seconds, float(report.pop("max_rss_gib")), report
 
 
-# The child runs the sweep and appends its peak memory (self + workers) to the JSON line.
+# A wrapper runs the sweep process and adds the largest resident set of any process of it (the
+# sweep and its workers: RUSAGE_CHILDREN covers every waited-for descendant) to its JSON.
 _CHILD = """
-import io, json, resource, sys, contextlib
-from simcluster.cli import main
-buf = io.StringIO()
-with contextlib.redirect_stdout(buf):
-    status = main(["sweep", *sys.argv[1:]])
-out = json.loads(buf.getvalue())
-kib = max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
-          resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
-out["max_rss_gib"] = kib / 2**20
+import json, resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True, check=True)
+out = json.loads(done.stdout)
+out["max_rss_gib"] = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 2**20
 print(json.dumps(out))
-sys.exit(status)
 """
 
 

@@ -87,7 +87,7 @@ def identity_of(source: str | Path | Mapping[str, Any], overrides: Sequence[str]
         text = Path(source).read_text(encoding="utf-8", errors="replace")
     from simcluster import __version__
 
-    return json.dumps([__version__, text, list(overrides), repr(plan), dict(extra)],
+    return json.dumps([__version__, CHUNK_LAYOUTS, text, list(overrides), repr(plan), dict(extra)],
                       sort_keys=True, default=str)
 
 
