@@ -1,9 +1,9 @@
 """Figure: time to train against cost for the planning sweep, one colour per hardware option.
 
 Reads the results CSV of ``simcluster sweep scenarios/plan-10b-300b.yaml`` (one row per candidate
-layout; those with ``status`` ok are timed), marks each option's cheapest layout with its layout, and draws the Pareto front
-(no other layout is both faster and cheaper). Writes a PNG (default: ``planning.png`` next to the
-CSV). Needs matplotlib (``pip install simcluster[plots]``).
+layout; those with ``status`` ok are timed), marks each option's cheapest layout with its layout,
+and draws the Pareto front (no other layout is both faster and cheaper). Writes a PNG (default:
+``planning.png`` next to the CSV). Needs matplotlib (``pip install simcluster[plots]``).
 Usage: ``python analysis/plot_planning.py [RESULTS.csv] [--out FILE]``.
 """
 

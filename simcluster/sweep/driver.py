@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +16,12 @@ from typing import Any
 from simcluster.errors import SpecError
 from simcluster.sweep.config import Plan
 from simcluster.sweep.evaluate import AnalyticalTask
+from simcluster.sweep.progress import Progress
 from simcluster.sweep.rank import eligible, pareto_front, rank
 from simcluster.sweep.rerank import INTERVAL_KEY, DesTask, GoodputTask, layout_of
-from simcluster.sweep.runner import Chunk, ChunkTask, Progress, ResultStore, Row, run_chunks
+from simcluster.sweep.runner import Chunk, ChunkTask, Row, run_chunks
 from simcluster.sweep.space import LAYOUT_KEYS, Rejections, count_layouts, splits
+from simcluster.sweep.store import ResultStore
 
 #: Candidate layouts per work chunk of the analytical pass (a chunk is whole splits).
 CHUNK_LAYOUTS = 4096
@@ -50,12 +53,14 @@ class SweepOutcome:
     rejections: Rejections
     files: tuple[Path, ...] = ()
     pareto_axes: tuple[str, str] = ("step_time_s", "gpus")
+    timings_s: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
 
 def run_sweep(task: AnalyticalTask, plan: Plan, execution: Execution, identity: str
               ) -> SweepOutcome:
     """Run ``plan`` (its settings are ``task.settings``); ``identity`` keys the result store."""
+    start = time.perf_counter()
     rejections = Rejections()
     chunks = _chunks(task, plan, rejections)
     store = (ResultStore(execution.out, _key(identity)) if execution.out is not None else None)
@@ -63,10 +68,13 @@ def run_sweep(task: AnalyticalTask, plan: Plan, execution: Execution, identity: 
     indexes = eligible(rows, plan.constraints, rejections)
     ranked = rank(rows, indexes, timing_objective(plan.objective))
     outcome = SweepOutcome(plan, rows, ranked, [], rejections)
-    if plan.rerank and ranked:
-        _des_pass(task, outcome, execution)
-    if plan.goodput and outcome.ranked:
-        _goodput_pass(task, outcome, execution)
+    outcome.timings_s["analytical"] = time.perf_counter() - start
+    for name, wanted, run_pass in (("des", plan.rerank, _des_pass),
+                                   ("reliability", plan.goodput, _goodput_pass)):
+        if wanted and outcome.ranked:
+            start = time.perf_counter()
+            run_pass(task, outcome, execution)
+            outcome.timings_s[name] = time.perf_counter() - start
     outcome.pareto_axes = pareto_axes(rows, outcome.ranked)
     outcome.pareto = _pareto(rows, outcome.ranked, outcome.pareto_axes)
     if store is not None:

@@ -22,8 +22,19 @@ def layout_text(row: Row) -> str:
     parts.append(str(row["recompute"]))
     parts += ["sp"] if row.get("sequence_parallel") else []
     parts.append(f"z{row['zero_stage']}")
-    parts += [f"layers[{row['stage_layers']}]"] if row.get("stage_layers") else []
+    parts += [f"layers[{runs_text(str(row['stage_layers']))}]"] if row.get("stage_layers") else []
     return " ".join(parts)
+
+
+def runs_text(stage_layers: str) -> str:
+    """``1,1,2,2,2,1`` -> ``1x2,2x3,1`` (runs of equal chunk sizes)."""
+    out: list[list[str | int]] = []
+    for item in stage_layers.split(","):
+        if out and out[-1][0] == item:
+            out[-1][1] = int(out[-1][1]) + 1
+        else:
+            out.append([item, 1])
+    return ",".join(f"{v}x{n}" if n != 1 else str(v) for v, n in out)
 
 
 def _varied(outcome: SweepOutcome) -> list[str]:
@@ -129,6 +140,7 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
                   f"# is the rank{tied})", _table(outcome, front, numbered=False), ""]
     lines += ["rejected", rejections_text(outcome)]
     lines += [f"note: {n}" for n in outcome.notes]
+    lines.append("took " + ", ".join(f"{k} {v:.1f} s" for k, v in outcome.timings_s.items()))
     lines += [f"written: {p}" for p in outcome.files]
     return "\n".join(lines)
 
@@ -143,4 +155,5 @@ def sweep_dict(outcome: SweepOutcome, top: int) -> dict[str, Any]:
             "pareto": [rows[i] for i in outcome.pareto],
             "rejections": [dict(zip(("level", "key", "count", "example"), r, strict=True))
                            for r in outcome.rejections.rows()],
-            "notes": outcome.notes, "files": [str(p) for p in outcome.files]}
+            "notes": outcome.notes, "files": [str(p) for p in outcome.files],
+            "timings_s": dict(outcome.timings_s)}
