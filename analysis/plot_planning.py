@@ -67,7 +67,8 @@ def read_layouts(path: Path) -> list[Layout]:
         raise SpecError(missing[0], f"missing column (needs {', '.join(missing)})", str(path))
     layouts = [_layout(row, i, path) for i, row in enumerate(rows, start=2)
                if str(row.get("fits", "true")).strip().lower() not in FALSE
-               and row.get("status", "ok") == "ok"]  # the sweep's untimed rows: memory, rule
+               and row.get("status", "ok") == "ok"  # the sweep's untimed rows: memory, rule
+               and row.get("rank", "1") != ""]  # ranked: meets the sweep's constraints
     if not layouts:
         raise SpecError("fits", "no row fits in memory: nothing to plot", str(path))
     return layouts
@@ -124,22 +125,29 @@ def plot(layouts: Sequence[Layout], out: Path, title: str) -> None:
     options = list(best_per_option(layouts))
     for i, option in enumerate(options):
         mine = [x for x in layouts if x.option == option]
-        ax.scatter([x.days for x in mine], [x.cost_usd for x in mine], s=22, alpha=0.6,
+        ax.scatter([x.days for x in mine], [x.cost_usd for x in mine], s=8, alpha=0.4,
                    marker=MARKERS[i % len(MARKERS)], color=f"C{i}", label=option)
-    middle = (min(x.days for x in layouts) + max(x.days for x in layouts)) / 2
+    days = [x.days for x in layouts]
+    log_x = min(days) > 0 and max(days) / min(days) > LOG_SPREAD
+    middle = (math.log(min(days) * max(days)) / 2 if log_x else (min(days) + max(days)) / 2)
     for i, (option, best) in enumerate(best_per_option(layouts).items()):
         ax.scatter([best.days], [best.cost_usd], s=90, marker=MARKERS[i % len(MARKERS)],
                    color=f"C{i}", edgecolors="black", zorder=3)
-        left = best.days > middle  # labels of the slower points go to their left, inside the axes
-        ax.annotate(f"{option}: {best.label}\n{best.days:.0f} d, ${best.cost_usd:,.0f}",
+        # Labels of the slower points go to their left, inside the axes; each option's label sits
+        # on its own line so options with the same best point stay readable.
+        left = (math.log(best.days) if log_x else best.days) > middle
+        ax.annotate(f"{option}: {best.label}, {best.days:.0f} d, ${best.cost_usd:,.0f}",
                     (best.days, best.cost_usd), textcoords="offset points",
-                    xytext=(-8 if left else 8, 6), ha="right" if left else "left", fontsize=8)
+                    xytext=(-8 if left else 8, 6 + 11 * i), ha="right" if left else "left",
+                    fontsize=8, arrowprops={"arrowstyle": "-", "color": f"C{i}", "lw": 0.5})
     front = pareto_front(layouts)
     ax.step([x.days for x in front], [x.cost_usd for x in front], where="post", color="black",
             linewidth=1, label="Pareto front (time vs cost)")
     costs = [x.cost_usd for x in layouts]
     if min(costs) > 0 and max(costs) / min(costs) > LOG_SPREAD:
         ax.set_yscale("log")
+    if log_x:
+        ax.set_xscale("log")
     ax.set_xlabel("time to train (days)")
     ax.set_ylabel("cost to train (USD)")
     ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:,.0f}"))

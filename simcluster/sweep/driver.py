@@ -78,8 +78,18 @@ def run_sweep(task: AnalyticalTask, plan: Plan, execution: Execution, identity: 
     outcome.pareto_axes = pareto_axes(rows, outcome.ranked)
     outcome.pareto = _pareto(rows, outcome.ranked, outcome.pareto_axes)
     if store is not None:
-        outcome.files = store.finish(rows)
+        outcome.files = store.finish(_with_ranks(outcome))
     return outcome
+
+
+def _with_ranks(outcome: SweepOutcome) -> list[Row]:
+    """The rows given their ``rank`` (None when not eligible) and ``pareto`` columns, in place."""
+    ranks = {i: n + 1 for n, i in enumerate(outcome.ranked)}
+    front = set(outcome.pareto)
+    for i, row in enumerate(outcome.rows):
+        row["rank"] = ranks.get(i)
+        row["pareto"] = i in front
+    return outcome.rows
 
 
 def _key(identity: str) -> str:
