@@ -29,3 +29,10 @@ non_negative_int = whole_number(0)
 #: Worker processes of one command: more than any machine's useful core count (each is a process).
 MAX_JOBS = 256
 job_count = whole_number(1, MAX_JOBS)
+
+
+def add_scenario(parser: argparse.ArgumentParser, scenario_help: str, set_example: str) -> None:
+    """The positional scenario file and the repeatable ``--set KEY=VALUE`` of a subcommand."""
+    parser.add_argument("scenario", help=scenario_help)
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help=f"override a scenario key by its dotted path, e.g. {set_example}")

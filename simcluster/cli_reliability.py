@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from simcluster.cli_args import MAX_JOBS, job_count, non_negative_int, positive_int
+from simcluster.cli_args import MAX_JOBS, add_scenario, job_count, non_negative_int, positive_int
 from simcluster.errors import SpecError
 from simcluster.report.reliability import optimum_text, summary_text, sweep_text
 from simcluster.run.single import CONTENTION_MODES, engine_step
@@ -143,9 +143,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                                    "and checkpoints. Refuses (exit 2) a run that cannot make "
                                    "progress or that exceeds the engine's limits (see "
                                    "docs/reliability.md, 'Limits').")
-    p.add_argument("scenario", help="scenario YAML file (with a reliability: section)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key by its dotted path, e.g. checkpoint.interval_min=30")
+    add_scenario(p, "scenario YAML file (with a reliability: section)", "checkpoint.interval_min=30")
     p.add_argument("--replicas", type=positive_int, default=200,
                    help="Monte Carlo replicas (default 200, at most 100000)")
     p.add_argument("--interval-sweep", type=parse_sweep, metavar="START:STOP:STEP|auto",

@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from simcluster.cli_args import job_count, non_negative_int, positive_int
+from simcluster.cli_args import add_scenario, job_count, non_negative_int, positive_int
 
 OBJECTIVE_CHOICES = ("step_time_s", "tokens_per_s", "mfu", "time_to_train_days", "cost_usd",
                      "capital_usd", "goodput_time_to_train_days", "time", "cost", "goodput")
@@ -35,9 +35,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "counts. A 'sweep:' section in the scenario file states the same choices "
                     "(docs/sweep.md); flags override it. Results are written incrementally to "
                     "OUT/results.parquet and OUT/results.csv; rerun the same command to resume.")
-    p.add_argument("scenario", help="scenario YAML file (its sweep: section, if any, is used)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a scenario key for every point, e.g. training.tokens=1e12")
+    add_scenario(p, "scenario YAML file (its sweep: section, if any, is used)",
+                 "training.tokens=1e12 (for every point)")
     p.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="sweep any scenario key (every combination), e.g. cluster.nodes=64,128 "
                         "or checkpoint.interval_min=30,60,120")
@@ -46,8 +45,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "virtual_stages, recompute, sequence_parallel, zero_stage)")
     p.add_argument("--layouts", choices=("search", "fixed"),
                    help="search every valid layout (default) or keep the file's layout")
-    p.add_argument("--objective", choices=OBJECTIVE_CHOICES,
-                   help="rank by this (default step_time_s); time, cost and goodput stand for "
+    p.add_argument("--objective", choices=OBJECTIVE_CHOICES, metavar="NAME",
+                   help=f"rank by one of {', '.join(OBJECTIVE_CHOICES)} (default step_time_s); "
+                        "time, cost and goodput stand for "
                         "time_to_train_days, cost_usd and goodput_time_to_train_days (the last "
                         "needs --goodput N)")
     p.add_argument("--gpus", type=positive_int, metavar="N",

@@ -93,6 +93,7 @@ def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
                           plan.constraints.memory_headroom_gib, request.contention)
     for index, setting in enumerate(plan.settings):
         _check_setting(task, index, setting.option)
+    _check_passes(task, plan, label, bool(request.objective), request.goodput is not None)
     if request.gpus is not None:
         task = _with_gpus(task, request.gpus)
         plan = dataclasses.replace(plan, settings=task.settings)
@@ -109,6 +110,20 @@ def _check_setting(task: AnalyticalTask, index: int, option: str) -> None:
         if err.source == "--set" and task.settings[index].overrides:
             raise SpecError(err.key, err.message + where, "sweep/--vary") from None
         raise SpecError(err.key, err.message + where, err.source) from None
+
+
+def _check_passes(task: AnalyticalTask, plan: config.Plan, label: str, objective_flag: bool,
+                  goodput_flag: bool) -> None:
+    """The reliability objective needs the reliability pass, which needs its scenario sections."""
+    if plan.objective == "goodput_time_to_train_days" and not plan.goodput:
+        raise SpecError("--objective" if objective_flag else "sweep.objective",
+                        "goodput ranks the layouts the reliability pass ran on: give --goodput N "
+                        "(or sweep.goodput)", "" if objective_flag else label)
+    base = task.base(0)
+    if plan.goodput and (base.reliability is None or base.training.tokens is None):
+        raise SpecError("--goodput" if goodput_flag else "sweep.goodput",
+                        "needs the scenario's reliability section and training.tokens (the "
+                        "reliability engine simulates the whole run)", "" if goodput_flag else label)
 
 
 def _with_gpus(task: AnalyticalTask, gpus: int) -> AnalyticalTask:

@@ -113,6 +113,9 @@ def test_library_call_returns_a_ranked_dataframe(tiny: Path) -> None:
     (["--search", "tp=0"], "--search: tp: 0 is not one of a positive integer"),
     (["--search", "bogus=1"], "--search: 'bogus' is not a layout axis"),
     (["--vary", "cluster.nodes"], "--vary: expected KEY=V1,V2"),
+    (["--objective", "goodput"], "--objective: goodput ranks the layouts the reliability pass"),
+    (["--goodput", "2"], "--goodput: needs the scenario's reliability section"),
+    (["--gpus", "12"], "--gpus: 12 is not a whole number of nodes of 8 GPUs"),
 ])
 def test_bad_flags_exit_2_with_one_line(tiny: Path, capsys: pytest.CaptureFixture[str],
                                         args: list[str], needle: str) -> None:
