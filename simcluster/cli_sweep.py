@@ -63,8 +63,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     _add_constraints(p)
     p.add_argument("--contention", choices=("auto", "on", "off"), default="auto",
                    help="Tier B contention, as for 'simcluster run' (default auto)")
-    p.add_argument("-j", "--jobs", type=job_count, default=1,
-                   help="worker processes (or Ray CPUs); results do not depend on it")
+    p.add_argument("-j", "--jobs", type=job_count, default=None,
+                   help="worker processes (or Ray CPUs); default: every CPU this process may use, "
+                        "at most one per work chunk. Results do not depend on it")
     p.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local processes (default) or Ray (pip install 'simcluster[distributed]')")
     p.add_argument("--ray-address", metavar="ADDRESS",

@@ -20,6 +20,7 @@ Simplifications, stated once:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from simcluster.perf.cache import memoised
@@ -110,11 +111,17 @@ class MemoryEstimate:
 
     stages: tuple[StageMemory, ...]
     capacity_bytes: float
+    _peak: int = dataclasses.field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Computed once: a sweep reads the peak several times per layout.
+        totals = [s.total_bytes for s in self.stages]
+        object.__setattr__(self, "_peak", max(range(len(totals)), key=totals.__getitem__))
 
     @property
     def peak_stage(self) -> int:
         """Index of the stage with the most memory (the first one on a tie)."""
-        return max(range(len(self.stages)), key=lambda i: self.stages[i].total_bytes)
+        return self._peak
 
     @property
     def peak_bytes(self) -> float:

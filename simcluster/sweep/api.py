@@ -165,7 +165,7 @@ def frame(outcome: SweepOutcome) -> pd.DataFrame:
 def sweep(scenario: Source, *, overrides: Sequence[str] = (), vary: Sequence[str] = (),
           search: Sequence[str] = (), layouts: str | None = None, objective: str | None = None,
           top: int | None = None, rerank: int | None = None, goodput: int | None = None,
-          constraints: Mapping[str, Any] | None = None, contention: str = "auto", jobs: int = 1,
+          constraints: Mapping[str, Any] | None = None, contention: str = "auto", jobs: int | None = 1,
           backend: str = "local", ray_address: str | None = None, out: str | Path | None = None,
           progress: bool = False, replicas: int = 100, gpus: int | None = None
           ) -> pd.DataFrame:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ _CONFIG_KEYS = frozenset(LAYOUT_KEYS) | {"option", "topology", "nodes", "gpus"}
 class Execution:
     """Where and how the passes run (none of it changes a number)."""
 
-    jobs: int = 1
+    jobs: int | None = 1  # None: every CPU this process may use
     backend: str = "local"
     ray_address: str | None = None
     out: Path | None = None
@@ -139,12 +140,24 @@ def _run(task: ChunkTask, chunks: list[Chunk], execution: Execution, store: Resu
          label: str) -> list[Row]:
     total = sum(len(c.points) for c in chunks)
     progress = Progress(total, label=label) if execution.progress else None
+    jobs = max(1, min(execution.jobs or usable_cpus(), len(chunks)))
+    if execution.backend == "ray" and execution.jobs is not None:
+        jobs = execution.jobs  # on a Ray cluster -j is the number of chunks in flight
     try:
-        return run_chunks(task, chunks, jobs=execution.jobs, backend=execution.backend,
+        return run_chunks(task, chunks, jobs=jobs, backend=execution.backend,
                           ray_address=execution.ray_address, store=store, progress=progress)
     finally:
         if progress is not None:
             progress.close()
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one), at most 256."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        count = os.cpu_count() or 1
+    return min(count, 256)
 
 
 def _merge(outcome: SweepOutcome, updates: list[Row], prefix_old: Callable[[Row], Row]) -> None:
