@@ -15,6 +15,7 @@ import json
 import sys
 import traceback
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from simcluster import cli_collective, cli_reliability, cli_sweep, cli_topology
 from simcluster.errors import SpecError
@@ -54,7 +55,22 @@ def _validate(args: argparse.Namespace) -> int:
 
     scenario = load_scenario(args.scenario, args.set)
     print(to_yaml(dump_scenario(scenario)), end="")
+    _validate_sweep(args.scenario, args.set)
     return 0
+
+
+def _validate_sweep(path: str, overrides: Sequence[str]) -> None:
+    """Check the file's ``sweep:`` section too (every setting loads); say so on stderr."""
+    from simcluster import catalog
+    from simcluster.spec.loader import SWEEP_KEY
+
+    if SWEEP_KEY not in catalog.load_yaml_file(Path(path)):
+        return
+    from simcluster.sweep.api import Request, prepare
+
+    _, plan, _ = prepare(Request(path, tuple(overrides)))
+    print(f"# sweep: {len(plan.settings)} settings, each loads; objective {plan.objective}",
+          file=sys.stderr)
 
 
 def _run(args: argparse.Namespace) -> int:

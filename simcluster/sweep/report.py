@@ -49,8 +49,10 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True)
     options = any(rows[i].get("option") for i in indexes)
     varied = _varied(outcome)
     goodput = any(rows[i].get("goodput") is not None for i in indexes)
+    capital = any(rows[i].get("capital_usd") is not None for i in indexes)
     headers = ["#"] + (["option"] if options else []) + varied + [
         "layout", "engine", "step s", "tokens/s", "MFU", "GiB", "days", "cost $"]
+    headers += ["capital $"] if capital else []
     headers += ["goodput", "ckpt min", "days w/ failures"] if goodput else []
     body = []
     for n, i in enumerate(indexes):
@@ -61,6 +63,7 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True)
         line += [layout_text(r), r.get("engine", "analytical"), r.get("step_time_s"),
                  r.get("tokens_per_s"), r.get("mfu"), r.get("peak_memory_gib"),
                  r.get("time_to_train_days"), _money(r.get("cost_usd"))]
+        line += [_money(r.get("capital_usd"))] if capital else []
         if goodput:
             line += [r.get("goodput"), r.get("checkpoint_interval_min"),
                      r.get("goodput_time_to_train_days")]
@@ -133,7 +136,10 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
         lines += [f"best {min(top, len(outcome.ranked))}",
                   _table(outcome, outcome.ranked[:top]), ""]
         if len({r.get("option") for r in rows}) > 1:
-            lines += ["best per option", options_text(outcome), ""]
+            lines += ["best per option", options_text(outcome)]
+            csv = [p for p in outcome.files if p.suffix == ".csv"]
+            lines += [f"plot: python analysis/plot_planning.py {csv[0]}"] if csv else []
+            lines.append("")
         front, ties = distinct_points(outcome)
         tied = f"; {ties} more layouts tie with a point shown" if ties else ""
         lines += [f"Pareto front ({outcome.pareto_axes[0]} vs {outcome.pareto_axes[1]}; "

@@ -170,3 +170,12 @@ def test_des_rerank_retimes_the_best(tiny: Path, capsys: pytest.CaptureFixture[s
     assert first["analytical_step_time_s"] > 0
     run = simulate(load_scenario(tiny, _overrides(first))).to_dict()  # DES, as `simcluster run`
     assert run["iteration_time_s"] == first["step_time_s"]
+
+
+def test_validate_checks_the_sweep_section(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = _write(tmp_path, {**SCENARIO, "sweep": {"vary": {"cluster.nodes": [1, 2]}}}, "good.yaml")
+    assert main(["validate", str(good)]) == 0
+    assert "# sweep: 2 settings" in capsys.readouterr().err
+    bad = _write(tmp_path, {**SCENARIO, "sweep": {"vary": {"cluster.nodes": [0]}}}, "bad.yaml")
+    assert main(["validate", str(bad)]) == 2
+    assert "cluster.nodes" in capsys.readouterr().err
