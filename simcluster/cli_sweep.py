@@ -6,7 +6,8 @@ import argparse
 import json
 from pathlib import Path
 
-from simcluster.cli_args import add_scenario, job_count, non_negative_int, positive_int
+from simcluster.cli_args import add_scenario, job_count, positive_int, whole_number
+from simcluster.sweep.limits import MAX_GOODPUT, MAX_RERANK
 
 OBJECTIVE_CHOICES = ("step_time_s", "tokens_per_s", "mfu", "time_to_train_days", "cost_usd",
                      "capital_usd", "goodput_time_to_train_days", "time", "cost", "goodput")
@@ -53,11 +54,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--gpus", type=positive_int, metavar="N",
                    help="search layouts on N GPUs (sets cluster.nodes = N / GPUs per node)")
     p.add_argument("--top", type=positive_int, help="rows of the ranked table (default 10)")
-    p.add_argument("--rerank", type=non_negative_int, metavar="K",
-                   help="re-time the best K with the discrete-event engine and re-rank them")
-    p.add_argument("--goodput", type=non_negative_int, metavar="N",
+    p.add_argument("--rerank", type=whole_number(0, MAX_RERANK), metavar="K",
+                   help="re-time the best K with the discrete-event engine and re-rank them "
+                        f"(at most {MAX_RERANK})")
+    p.add_argument("--goodput", type=whole_number(0, MAX_GOODPUT), metavar="N",
                    help="run the reliability engine on the best N (optimal checkpoint interval, "
-                        "or each --vary checkpoint.interval_min value)")
+                        f"or each --vary checkpoint.interval_min value; at most {MAX_GOODPUT})")
     p.add_argument("--replicas", type=positive_int, default=100,
                    help="Monte Carlo replicas of the reliability pass (default 100)")
     _add_constraints(p)

@@ -16,6 +16,7 @@ from simcluster.spec.loader import SWEEP_KEY
 from simcluster.sweep import config
 from simcluster.sweep.driver import Execution, SweepOutcome, identity_of, run_sweep
 from simcluster.sweep.evaluate import AnalyticalTask
+from simcluster.sweep.limits import MAX_GOODPUT, MAX_RERANK
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -57,12 +58,13 @@ def _choice(value: object, choices: Sequence[str], key: str, source: str) -> str
 
 
 def _count(request: int | None, section: Mapping[str, Any], key: str, default: int,
-           source: str) -> int:
-    if request is not None:
-        if request < 0:
-            raise SpecError(f"--{key}", f"expected an integer >= 0, got {request}")
-        return request
-    return config._int(section.get(key, default), f"sweep.{key}", source)
+           source: str, most: int) -> int:
+    value = request if request is not None else section.get(key, default)
+    where, src = (f"--{key}", "") if request is not None else (f"sweep.{key}", source)
+    count = config._int(value, where, src)
+    if count > most:
+        raise SpecError(where, f"{count} is more than {most}", src)
+    return count
 
 
 def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
@@ -84,9 +86,9 @@ def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
         axes=config.axes_from(section.get("search"), request.search, label),
         layouts=layouts, objective=objective,
         constraints=config.constraints_from(section.get("constraints"), request.constraints, label),
-        top=_count(request.top, section, "top", 10, label),
-        rerank=_count(request.rerank, section, "rerank", 0, label),
-        goodput=_count(request.goodput, section, "goodput", 0, label))
+        top=_count(request.top, section, "top", 10, label, 10**6),
+        rerank=_count(request.rerank, section, "rerank", 0, label, MAX_RERANK),
+        goodput=_count(request.goodput, section, "goodput", 0, label, MAX_GOODPUT))
     source = request.source if isinstance(request.source, Mapping) else str(request.source)
     task = AnalyticalTask(dict(source) if isinstance(source, Mapping) else source,
                           request.overrides, plan.settings, plan.axes, layouts == "search",

@@ -26,6 +26,11 @@ from simcluster.sweep.store import ResultStore
 
 #: Candidate layouts per work chunk of the analytical pass (a chunk is whole splits).
 CHUNK_LAYOUTS = 4096
+#: Most candidate layouts one sweep takes, as counted before the rules run (an upper bound: the
+#: planning scenario counts 1.47 M here and has 565 k candidates after the variant rules). Rows stay
+#: in memory until the tables are written (the planning sweep peaks at 1.6 GiB), so a sweep at this
+#: bound needs about 3 to 4 GiB.
+MAX_CANDIDATES = 2_500_000
 FORMAT_VERSION = 1
 #: Columns that identify a configuration apart from its varied keys.
 _CONFIG_KEYS = frozenset(LAYOUT_KEYS) | {"option", "topology", "nodes", "gpus"}
@@ -113,7 +118,7 @@ def identity_of(source: str | Path | Mapping[str, Any], overrides: Sequence[str]
 def _chunks(task: AnalyticalTask, plan: Plan, rejections: Rejections) -> list[Chunk]:
     chunks: list[Chunk] = []
     points: list[Any] = []
-    size = 0
+    size = total = 0
     for index in range(len(task.settings)):
         base = task.base(index)
         limit = plan.constraints.max_gpus
@@ -128,11 +133,17 @@ def _chunks(task: AnalyticalTask, plan: Plan, rejections: Rejections) -> list[Ch
         for split, count in items:
             points.append((index, split))
             size += count
+            total += count
             if size >= CHUNK_LAYOUTS:
                 chunks.append(Chunk(len(chunks), tuple(points)))
                 points, size = [], 0
     if points:
         chunks.append(Chunk(len(chunks), tuple(points)))
+    if total > MAX_CANDIDATES:
+        raise SpecError("--search", f"up to {total:,} candidate layouts; a sweep takes at most "
+                        f"{MAX_CANDIDATES:,}: restrict layout axes (--search tp=4,8 --search "
+                        "micro_batch=1,2), the settings (--max-gpus, fewer --vary values) or "
+                        "split the sweep")
     return chunks
 
 

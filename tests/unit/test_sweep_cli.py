@@ -130,6 +130,7 @@ def test_bad_flags_exit_2_with_one_line(tiny: Path, capsys: pytest.CaptureFixtur
     ({"options": [{"name": "a"}, {"name": "a"}]}, "sweep.options[1].name"),
     ({"constraints": {"max_days": -1}}, "sweep.constraints.max_days: expected a number >= 0"),
     ({"objective": "speed"}, "sweep.objective: 'speed' is not one of"),
+    ({"rerank": 5000}, "sweep.rerank: 5000 is more than 1000"),
     ({"options": [{"name": "big", "set": {"cluster.nodes": "many"}}]}, "cluster.nodes"),
 ])
 def test_bad_sweep_section_names_file_and_key(tmp_path: Path, capsys: pytest.CaptureFixture[str],
@@ -179,3 +180,10 @@ def test_validate_checks_the_sweep_section(tmp_path: Path, capsys: pytest.Captur
     bad = _write(tmp_path, {**SCENARIO, "sweep": {"vary": {"cluster.nodes": [0]}}}, "bad.yaml")
     assert main(["validate", str(bad)]) == 2
     assert "cluster.nodes" in capsys.readouterr().err
+
+
+def test_a_sweep_too_large_is_refused_up_front(capsys: pytest.CaptureFixture[str]) -> None:
+    planning = str(Path(__file__).resolve().parents[2] / "scenarios" / "plan-10b-300b.yaml")
+    assert main(["sweep", planning, "--vary", "cluster.nodes=8,16,32", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "candidate layouts; a sweep takes at most 2,500,000" in err
