@@ -24,7 +24,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 #: The ``catalog`` subcommand's kinds (:data:`simcluster.catalog.KINDS`; pinned by a test so the
 #: parser need not import the catalog and its YAML loader).
-CATALOG_KINDS = ("accelerators", "models", "topologies")
+CATALOG_KINDS = ("accelerators", "models", "stacks", "topologies")
 
 
 def version() -> str:
@@ -128,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_collective.add_parser(sub)
     cli_reliability.add_parser(sub)
     cli_sweep.add_parser(sub)
-    p = sub.add_parser("catalog", help="list the presets (accelerators, models, topologies)")
+    p = sub.add_parser("catalog", help="list the presets (accelerators, models, software stacks, topologies)")
     p.add_argument("kind", nargs="?", choices=CATALOG_KINDS)
     p.set_defaults(handler=_catalog)
     return parser

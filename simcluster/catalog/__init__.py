@@ -1,4 +1,5 @@
-"""Packaged preset data: accelerators and models (YAML in this folder) and topology files.
+"""Packaged preset data: accelerators, models and software stacks (YAML in this folder) and
+topology files.
 
 Topology presets have one home, the top-level ``topologies/`` folder. A wheel carries it as
 ``simcluster/_data/topologies``; a source checkout (editable install) reads it in place.
@@ -18,8 +19,9 @@ import yaml
 from simcluster import yamlio
 from simcluster.errors import SpecError
 
-KINDS = ("accelerators", "models", "topologies")
-_SINGULAR = {"accelerators": "accelerator", "models": "model", "topologies": "topology"}
+KINDS = ("accelerators", "models", "stacks", "topologies")
+_SINGULAR = {"accelerators": "accelerator", "models": "model", "stacks": "software-stack",
+             "topologies": "topology"}
 
 
 @cache

@@ -53,9 +53,21 @@ def topologies_table() -> str:
                          "NICs x Gb/s", "fabric", "oversub"], rows)
 
 
+def stacks_table() -> str:
+    """One row per software-stack preset: its execution flags and what it leaves unmodelled."""
+    rows = []
+    for name in catalog.names("stacks"):
+        stack = catalog.entry("stacks", name)
+        flags = stack.get("execution", {})
+        on = [k for k, v in flags.items() if v is True]
+        rows.append([name, " ".join(on) or "-", len(stack.get("not_modelled", [])),
+                     stack.get("description", "")])
+    return format_table(["stack", "flags on", "not modelled", "description"], rows)
+
+
 def _tf(value: float | None) -> float | None:
     return None if value is None else value / 1e12
 
 
 TABLES = {"accelerators": accelerators_table, "models": models_table,
-          "topologies": topologies_table}
+          "stacks": stacks_table, "topologies": topologies_table}

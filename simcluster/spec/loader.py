@@ -79,10 +79,33 @@ def resolve_scenario(raw: dict[str, Any], base: Path) -> dict[str, Any]:
     out = dict(raw)
     if "model" in out:
         out["model"] = resolve_preset(out["model"], "models", "model")
+    if "execution" in out:
+        out["execution"] = resolve_stack(out["execution"])
     cluster = out.get("cluster")
     if isinstance(cluster, Mapping) and "topology" in cluster:
         out["cluster"] = {**cluster, "topology": _resolve_topology_ref(cluster["topology"], base)}
     return out
+
+
+def resolve_stack(value: object) -> object:
+    """``execution: NAME`` or ``{stack: NAME, ...}`` -> the stack's flags refined by the keys given.
+
+    A ``--set execution.KEY=...`` on ``execution: NAME`` arrives as ``{preset: NAME, KEY: ...}``.
+    """
+    if isinstance(value, str):
+        value = {"stack": value}
+    if not isinstance(value, Mapping):
+        return value
+    mapping = dict(value)
+    if "preset" in mapping and "stack" not in mapping:
+        mapping["stack"] = mapping.pop("preset")
+    name = mapping.get("stack")
+    if name is None:
+        return mapping
+    if not isinstance(name, str):
+        raise SpecError("execution.stack", f"expected a stack preset name, got {name!r}")
+    flags = catalog.entry("stacks", name, "execution.stack").get("execution", {})
+    return {**flags, **mapping}
 
 
 def _resolve_topology_ref(value: object, base: Path) -> object:

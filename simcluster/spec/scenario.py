@@ -111,8 +111,16 @@ class ParallelismSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ExecutionSpec:
-    """Kernel and overlap choices of the training framework (Megatron-LM flag names in docs)."""
+    """Kernel and overlap choices of the training framework (Megatron-LM flag names in docs).
 
+    ``stack`` names the software-stack preset the flags came from (``simcluster catalog stacks``);
+    the loader merges the preset's flags under the keys given with it, so ``{stack:
+    megatron-2021, flash_attention: true}`` refines the preset.
+    """
+
+    stack: str | None = spec_field(
+        None, doc="software-stack preset the flags came from (simcluster catalog stacks); null: "
+        "the flags as given")
     flash_attention: bool = spec_field(
         True, doc="fused attention kernel (FlashAttention); false: scores GEMM + softmax + AV GEMM")
     overlap_grad_reduce: bool = spec_field(

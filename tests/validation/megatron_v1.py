@@ -76,8 +76,7 @@ def scenario(case: V1Case) -> Scenario:
     cluster = {"topology": topology, "nodes": nodes}
     return load_scenario({
         "name": case.id, "model": model, "precision": "fp16",
-        "execution": {"flash_attention": False, "grad_accumulation_fusion": False,
-                      "overlap_grad_reduce": case.gpus > case.tp},
+        "execution": {"stack": "megatron-2021", "overlap_grad_reduce": case.gpus > case.tp},
         "cluster": cluster,
         "parallelism": {"tp": case.tp, "pp": 1, "global_batch": case.batch,
                         "micro_batch": case.batch // dp, "recompute": "full", "zero_stage": 0}})

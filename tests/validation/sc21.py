@@ -118,9 +118,8 @@ def scenario(case: Case, execution: dict[str, Any] | None = None, **parallelism:
            "recompute": "full", "zero_stage": 3 if case.zero3 else 0,
            **_schedule(case), **parallelism}
     return load_scenario({"name": case.id, "model": model, "precision": "fp16",
-                          "execution": {"flash_attention": False, "grad_accumulation_fusion": False,
-                                        "overlap_grad_reduce": case.torch_ddp,
-                                        "zero3_prefetch": False, **execution},
+                          "execution": {"stack": "megatron-2021",
+                                        "overlap_grad_reduce": case.torch_ddp, **execution},
                           "cluster": {"topology": topology, "nodes": case.gpus // 8},
                           "parallelism": par})
 

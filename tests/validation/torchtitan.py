@@ -54,6 +54,7 @@ def scenario(case: FsdpCase) -> Scenario:
     """The simcluster scenario of ``case``: ZeRO-3 over 64 A100, prefetching, no TP or PP."""
     return load_scenario({
         "name": case.id, "model": case.model, "precision": "bf16",
+        "execution": {"stack": "fsdp2-eager"},
         "cluster": {"topology": "dgx-a100-80gb", "nodes": GPUS // 8},
         "parallelism": {"tp": 1, "pp": 1, "global_batch": GPUS * case.batch,
                         "micro_batch": case.batch, "zero_stage": 3,
