@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from simcluster.errors import SpecError
+from simcluster.perf import eager
 from simcluster.perf.roofline import (
     ADAM_BYTES_PER_PARAM,
     CAUSAL_WORK_FRACTION,
@@ -114,7 +115,7 @@ def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
 
 
 def _mlp(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
-         tp: int, ep: int) -> list[OperatorTime]:
+         tp: int, ep: int, eager_ops: bool = False) -> list[OperatorTime]:
     """Dense FFN (gelu: up, down; swiglu: gate, up, down) or MoE experts plus router."""
     _check_split("ffn_hidden", model.ffn_hidden, tp)
     h, f = model.hidden, model.ffn_hidden / tp
@@ -129,8 +130,11 @@ def _mlp(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
     for name in names:
         result += _linear(acc, dtype, name, (rows, f, h), experts)
     inner = experts * rows * f
-    act_bytes = (3 if model.ffn_act == "swiglu" else 2) * inner * sh.size  # swiglu reads 2 inputs
-    result.append(memory_operator(acc, "activation", act_bytes))
+    if eager_ops and model.ffn_act == "swiglu":
+        result.append(eager.swiglu(acc, inner))
+    else:
+        act_bytes = (3 if model.ffn_act == "swiglu" else 2) * inner * sh.size  # swiglu: 2 inputs
+        result.append(memory_operator(acc, "activation", act_bytes))
     result += _linear(acc, dtype, "mlp_down", (rows, h, f), experts)
     return result
 
@@ -143,20 +147,41 @@ def _rope(acc: AcceleratorSpec, sh: _Shape, head_dim: int) -> OperatorTime:
     return memory_operator(acc, "rope", nbytes, backward_factor=1.0)
 
 
+def _norm(model: ModelSpec, acc: AcceleratorSpec, name: str, elements: float, size: int,
+          eager_ops: bool) -> OperatorTime:
+    """A norm over ``elements``: one fused kernel (read, write), or torchtitan's eager RMSNorm chain
+    (eager LayerNorm is PyTorch's native single kernel, the same as fused)."""
+    if eager_ops and model.norm == "rmsnorm":
+        return eager.rmsnorm(acc, name, elements)
+    return memory_operator(acc, name, 2 * elements * size)
+
+
 def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape, tp: int,
-                     ep: int, flash: bool, causal: bool) -> list[OperatorTime]:
+                     ep: int, flash: bool, causal: bool, eager_ops: bool = False
+                     ) -> list[OperatorTime]:
     h, hd = model.hidden, model.head_dim
-    norm = memory_operator(acc, "norm1", 2 * sh.norm_tokens * h * sh.size)  # read, write
     qkv_out = sh.heads * hd + 2 * sh.kv_width
-    result = [norm, *_linear(acc, dtype, "qkv", (sh.tokens, qkv_out, h))]
+    result = [_norm(model, acc, "norm1", sh.norm_tokens * h, sh.size, eager_ops),
+              *_linear(acc, dtype, "qkv", (sh.tokens, qkv_out, h))]
     if model.position == "rope":
-        result.append(_rope(acc, sh, hd))
+        rotated = sh.tokens * (sh.heads * hd + sh.kv_width)
+        result.append(eager.rope(acc, rotated) if eager_ops else _rope(acc, sh, hd))
+    result += _eager_attention_copies(acc, sh, hd) if eager_ops else []
     result += _attention_core(model, acc, dtype, sh, flash, causal)
     result += _linear(acc, dtype, "proj", (sh.tokens, h, sh.heads * hd))
     result += _residual_block(model, acc, "1", sh)
-    result.append(memory_operator(acc, "norm2", norm.bytes))
-    result += _mlp(model, acc, dtype, sh, tp, ep)
+    result.append(_norm(model, acc, "norm2", sh.norm_tokens * h, sh.size, eager_ops))
+    result += _mlp(model, acc, dtype, sh, tp, ep, eager_ops)
     return result + _residual_block(model, acc, "2", sh)
+
+
+def _eager_attention_copies(acc: AcceleratorSpec, sh: _Shape, hd: int) -> list[OperatorTime]:
+    """Eager attention's tensor copies: ``repeat_kv`` for grouped-query attention, and the
+    output's ``transpose(1, 2).contiguous()``."""
+    queries = sh.tokens * sh.heads * hd
+    copies = [eager.repeat_kv(acc, sh.tokens * sh.kv_width, queries, sh.size),
+              eager.output_copy(acc, queries, sh.size)]
+    return [op for op in copies if op is not None]
 
 
 def _times(operators: list[OperatorTime], recompute_s: float) -> LayerTimes:
@@ -169,7 +194,7 @@ def _times(operators: list[OperatorTime], recompute_s: float) -> LayerTimes:
 def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch: int,
                 seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = False,
                 recompute: str = "none", flash_attention: bool = True, *, ep: int = 1,
-                causal: bool = True) -> LayerTimes:
+                causal: bool = True, elementwise: str = "fused") -> LayerTimes:
     """Forward, backward and recompute time of one transformer block on one GPU.
 
     Operators follow Megatron-LM's block (Shoeybi et al. arXiv 1909.08053; Korthikanti et al.
@@ -198,6 +223,9 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
         Expert-parallel size (MoE only): ``experts/ep`` local experts, balanced routing.
     causal : bool
         Causal mask: a flash kernel skips the masked half (unfused attention does not).
+    elementwise : str
+        ``fused`` kernels (one pass per norm, rotary embedding, gate), or ``eager`` PyTorch's op
+        chains (:mod:`.eager`).
 
     Returns
     -------
@@ -207,7 +235,8 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     if recompute not in RECOMPUTE:
         raise SpecError("recompute", f"{recompute!r} is not one of {list(RECOMPUTE)}")
     sh = _shape(model, dtype, micro_batch, seq_len, tp, cp, sequence_parallel)
-    operators = _layer_operators(model, acc, dtype, sh, tp, ep, flash_attention, causal)
+    operators = _layer_operators(model, acc, dtype, sh, tp, ep, flash_attention, causal,
+                                 _eager(elementwise))
     core = ("attention", "scores", "softmax", "attn_dropout", "attn_v")
     recompute_s = {"none": 0.0,
                    "selective": sum(o.time_s for o in operators if o.name in core),
@@ -215,18 +244,29 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     return _times(operators, recompute_s)
 
 
+def _eager(elementwise: str) -> bool:
+    if elementwise not in eager.ELEMENTWISE_MODES:
+        raise SpecError("execution.elementwise", f"{elementwise!r} is not one of "
+                        f"{', '.join(eager.ELEMENTWISE_MODES)}")
+    return elementwise == "eager"
+
+
 def logits_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch: int,
-                 seq_len: int, tp: int, cp: int = 1) -> LayerTimes:
+                 seq_len: int, tp: int, cp: int = 1, elementwise: str = "fused") -> LayerTimes:
     """Final norm, output GEMM ``[b*s/cp, h] x [h, V/tp]`` and cross-entropy on the last stage.
 
     Cross-entropy (Megatron's vocab-parallel loss) is memory-bound over ``b*s/cp * V/tp`` fp32
-    elements: read the logits and write the softmax kept for backward, 4 B each.
+    elements: read the logits and write the softmax kept for backward, 4 B each. ``eager``: the
+    final norm and the loss as eager PyTorch chains (:mod:`.eager`).
     """
     tokens = micro_batch * seq_len / cp
     size = bytes_per_element(dtype)
-    norm = memory_operator(acc, "final_norm", 2 * tokens * model.hidden * size)
+    eager_ops = _eager(elementwise)
+    norm = _norm(model, acc, "final_norm", tokens * model.hidden, size, eager_ops)
     gemm = gemm_operator(acc, dtype, "logits", (tokens, model.vocab / tp, model.hidden))
-    loss = memory_operator(acc, "cross_entropy", 2 * tokens * model.vocab / tp * 4)
+    logits = tokens * model.vocab / tp
+    loss = (eager.loss(acc, logits) if eager_ops
+            else memory_operator(acc, "cross_entropy", 2 * logits * 4))
     return _times([norm, gemm, loss], 0.0)
 
 

@@ -113,23 +113,23 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
     par = s.parallelism
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
                         par.cp, par.sequence_parallel, par.recompute, s.execution.flash_attention,
-                        par.ep)
+                        par.ep, s.execution.elementwise)
 
 
 @memoised()
 def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
-                 flash_attention: bool, ep: int) -> LayerTimes:
+                 flash_attention: bool, ep: int, elementwise: str) -> LayerTimes:
     return layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
-                       recompute, flash_attention, ep=ep)
+                       recompute, flash_attention, ep=ep, elementwise=elementwise)
 
 
 @memoised()
 def _ends(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
-          seq_len: int, tp: int, cp: int) -> tuple[LayerTimes, LayerTimes]:
+          seq_len: int, tp: int, cp: int, elementwise: str) -> tuple[LayerTimes, LayerTimes]:
     """The first stage's embedding and the last stage's logits and loss."""
     args = (model, acc.value, dtype, micro_batch, seq_len)
-    return embedding_times(*args, tp, cp), logits_times(*args, tp, cp)
+    return embedding_times(*args, tp, cp), logits_times(*args, tp, cp, elementwise)
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +185,7 @@ def _stage_times(s: Scenario, groups: comm_plan.Groups, stages: tuple[_Stage, ..
     cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, _attention_fwd_s(layer))
     ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
     first, last = _ends(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
-                        par.cp)
+                        par.cp, s.execution.elementwise)
     done: dict[_Stage, StageTimes] = {}
     for stage in stages:
         if stage in done:

@@ -83,7 +83,8 @@ def chunk_times(s: Scenario, groups: comm_plan.Groups,
     cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, attention)
     ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
     args = (s.model, acc, s.precision, par.micro_batch, s.model.seq_len)
-    first, last = embedding_times(*args, par.tp, par.cp), logits_times(*args, par.tp, par.cp)
+    first = embedding_times(*args, par.tp, par.cp)
+    last = logits_times(*args, par.tp, par.cp, s.execution.elementwise)
     n_virtual = par.pp * par.virtual_stages
     out = []
     for i, chunks in enumerate(stage_chunks(par, s.model.layers)):

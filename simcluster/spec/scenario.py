@@ -17,6 +17,7 @@ from simcluster.spec.model import ModelSpec
 from simcluster.spec.schema import Context, spec_field
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
+ELEMENTWISE_MODES = ("fused", "eager")
 RECOMPUTE = ("none", "selective", "full")
 INTER_ARRIVAL = ("exponential", "weibull")
 CHECKPOINT_MODES = ("sync", "async", "in-memory", "none")
@@ -133,6 +134,11 @@ class ExecutionSpec:
     zero3_prefetch: bool = spec_field(
         True, doc="ZeRO-3: the next layer's parameter gather is issued when a layer's compute "
         "starts (FSDP forward/backward prefetch); false: every gather and reduce-scatter blocks")
+    elementwise: str = spec_field(
+        "fused", choices=ELEMENTWISE_MODES,
+        doc="norms, rotary embedding, SwiGLU gate and loss as fused kernels (Megatron, Transformer "
+        "Engine), or eager: PyTorch's op chains of torchtitan's Llama code, fp32 casts included "
+        "(docs/stacks.md)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
