@@ -19,6 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcluster.perf.collectives import CommGroup, collective_time, comm_group
+from simcluster.perf.roofline import LayerTimes
+from simcluster.perf.tp_overlap import overlapped_layer_s
 from simcluster.spec.scenario import Scenario
 
 #: Bytes per element of the activations exchanged (16-bit training).
@@ -54,19 +56,28 @@ def activation_bytes(s: Scenario) -> float:
     return par.micro_batch * s.model.seq_len / par.cp * s.model.hidden * ACT_BYTES[s.precision]
 
 
-def tp_layer_comm_s(s: Scenario, g: Groups) -> tuple[float, float]:
+def tp_layer_comm_s(s: Scenario, g: Groups, layer: LayerTimes | None = None
+                    ) -> tuple[float, float]:
     """TP communication per layer per micro-batch: (forward, backward) seconds, exposed.
 
     Two all-reduces each way (after attention and after the MLP); with SP each becomes an
-    all-gather plus a reduce-scatter of the same array. Megatron of SC'21 does not overlap them.
-    Full recompute repeats the forward pair inside the backward pass.
+    all-gather plus a reduce-scatter of the same array. Megatron of SC'21 does not overlap them;
+    with ``execution.tp_comm_overlap`` and SP they overlap the GEMMs next to them
+    (:mod:`.tp_overlap`, which needs the ``layer``'s GEMM times). Full recompute repeats the
+    forward pair inside the backward pass.
     """
     if g.tp is None:
         return 0.0, 0.0
     size = activation_bytes(s)
+    mode = s.execution.tp_comm_overlap
     if s.parallelism.sequence_parallel:
-        one = (collective_time("all_gather", size, g.tp).time_s
-               + collective_time("reduce_scatter", size, g.tp).time_s)
+        gather = collective_time("all_gather", size, g.tp).time_s
+        scatter = collective_time("reduce_scatter", size, g.tp).time_s
+        if mode != "none" and layer is not None:
+            forward, backward = overlapped_layer_s(mode, s.parallelism.tp, gather, scatter, layer)
+            recompute = forward if s.parallelism.recompute == "full" else 0.0
+            return forward, backward + recompute
+        one = gather + scatter
     else:
         one = collective_time("all_reduce", size, g.tp).time_s
     recompute = 2 * one if s.parallelism.recompute == "full" else 0.0

@@ -181,7 +181,7 @@ def _stage_times(s: Scenario, groups: comm_plan.Groups, stages: tuple[_Stage, ..
     share one computed value."""
     par = s.parallelism
     layer = _scenario_layer_times(s, acc)
-    tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups)
+    tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups, layer)
     cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, _attention_fwd_s(layer))
     ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
     first, last = _ends(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,

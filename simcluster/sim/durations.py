@@ -79,7 +79,7 @@ def chunk_times(s: Scenario, groups: comm_plan.Groups,
     par, acc = s.parallelism, s.cluster.topology.accelerator
     layer = scenario_layer_times(s)
     attention = sum(o.time_s for o in layer.operators if o.kind == "attention")
-    tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups)
+    tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups, layer)
     cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, attention)
     ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
     args = (s.model, acc, s.precision, par.micro_batch, s.model.seq_len)

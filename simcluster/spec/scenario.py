@@ -18,6 +18,7 @@ from simcluster.spec.schema import Context, spec_field
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 ELEMENTWISE_MODES = ("fused", "eager")
+TP_OVERLAP_MODES = ("none", "bulk", "pipelined")
 RECOMPUTE = ("none", "selective", "full")
 INTER_ARRIVAL = ("exponential", "weibull")
 CHECKPOINT_MODES = ("sync", "async", "in-memory", "none")
@@ -139,6 +140,11 @@ class ExecutionSpec:
         doc="norms, rotary embedding, SwiGLU gate and loss as fused kernels (Megatron, Transformer "
         "Engine), or eager: PyTorch's op chains of torchtitan's Llama code, fp32 casts included "
         "(docs/stacks.md)")
+    tp_comm_overlap: str = spec_field(
+        "none", choices=TP_OVERLAP_MODES,
+        doc="TP all-gathers and reduce-scatters overlapped with their GEMMs (Transformer Engine "
+        "userbuffers, --tp-comm-overlap; needs sequence_parallel): bulk (backward reduce-scatter "
+        "beside the weight-gradient GEMM) or pipelined (every pair, chunked); none: exposed")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
