@@ -7,9 +7,10 @@ Compute-optimal Large Language Model Training", MICRO 2024 (arXiv 2312.12391). W
 
 - ``data/README.md``: "All data points here are collected using Megatron-DeepSpeed codebase
   (https://github.com/microsoft/Megatron-DeepSpeed)".
-- ``README.md``: validation is reproduced from ``config/validation/single/*.json`` (one file per
-  row); e.g. ``config_val_single_0818.json`` carries ``"gpu_name": "A100"``, ``"node_size": 8``,
-  ``"use_checkpoint": true``, ``"pipeline_scheduling": "1f1b"``, ``"use_gradient_bucket": false``,
+- ``README.md``: validation is reproduced from ``config/validation/single/*.json``, one file per
+  row in CSV order (``config_val_single_1439.json`` is the last row); ``..._0818.json`` and
+  ``..._1439.json`` carry ``"gpu_name": "A100"``, ``"node_size": 8``, ``"use_checkpoint": true``,
+  ``"pipeline_scheduling": "1f1b"``, ``"use_gradient_bucket": false``,
   ``"intra_node_bandwidth": 150`` (GB/s) and ``"inter_node_bandwidth": 800`` (Gb/s).
 - ``src/config.py``: ``vocab_size`` defaults to 50257 (GPT-2 BPE); ``use_checkpoint`` is "Whether
   activation checkpointing is used"; ``use_gradient_bucket`` is "Whether PyTorch DDP's gradient
