@@ -11,7 +11,7 @@ from simcluster import catalog
 from simcluster.cli import main
 from simcluster.errors import SpecError
 from simcluster.spec import ExecutionSpec, load_scenario
-from tests.validation import megatron_v1, sc21, torchtitan
+from tests.validation import megatron_v1, sc21, torchtitan, vtrain
 
 DEFAULT = Path(__file__).resolve().parents[2] / "scenarios" / "default.yaml"
 FLAGS = {f.name for f in dataclasses.fields(ExecutionSpec)} - {"stack"}
@@ -53,3 +53,4 @@ def test_validation_cases_use_the_stack_their_source_documents() -> None:
     assert sc21.scenario(sc21.CASES[0]).execution.stack == "megatron-2021"
     assert megatron_v1.scenario(megatron_v1.CASES[0]).execution.stack == "megatron-2021"
     assert torchtitan.scenario(torchtitan.CASES[0]).execution.stack == "fsdp2-eager"
+    assert vtrain.scenario(vtrain.load_rows()[0]).execution.stack == "deepspeed-megatron-2022"
