@@ -20,7 +20,7 @@ from simcluster.spec import load_scenario, schema
 from simcluster.spec.loader import apply_override, resolve_scenario
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import ClusterSpec, Scenario
-from simcluster.sweep.space import divisors, stage_layers_for
+from simcluster.sweep.space import MAX_SEARCH_GPUS, divisors, stage_layers_for
 
 Source = str | Path | Mapping[str, Any]
 _SIMPLE = {"cp": 1, "ep": 1, "micro_batch": 1, "schedule": "1f1b", "virtual_stages": 1,
@@ -36,6 +36,8 @@ def load_base(source: Source, overrides: Sequence[str], search: bool) -> Scenari
             raise
         first = err
     gpus, layers = _gpus_and_layers(source, overrides)
+    if gpus > MAX_SEARCH_GPUS:
+        raise first
     for n in divisors(gpus):
         for tp, pp in ((1, n), (n, 1)):
             if pp > layers:

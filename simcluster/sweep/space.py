@@ -37,6 +37,16 @@ LAYOUT_KEYS = ("tp", "pp", "cp", "dp", "ep", "micro_batch", "schedule", "virtual
 AXES = ("tp", "pp", "cp", "ep", "micro_batch", "schedule", "virtual_stages", "recompute",
         "sequence_parallel", "zero_stage")
 DEFAULT_MAX_VIRTUAL_STAGES = 8
+#: Most GPUs a layout search takes (2**21, 2 M: eight times the largest clusters built); the
+#: enumeration walks the divisors of the GPU count, so a bound keeps it instant.
+MAX_SEARCH_GPUS = 2**21
+
+
+def check_search_gpus(gpus: int, key: str = "cluster.nodes") -> None:
+    """Refuse a layout search over more than :data:`MAX_SEARCH_GPUS` GPUs."""
+    if gpus > MAX_SEARCH_GPUS:
+        raise SpecError(key, f"{gpus:,} GPUs; a layout search takes at most {MAX_SEARCH_GPUS:,} "
+                        "(use --layouts fixed to time the file's layout alone)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +121,7 @@ def splits(base: Scenario, axes: SearchAxes, rejections: Rejections
            ) -> Iterator[dict[str, Any]]:
     """Valid ``(tp, pp, cp, ep)`` splits of ``base``'s GPUs, with ``dp`` and ``tp_across_nodes``."""
     gpus, layers = base.cluster.gpus, base.model.layers
+    check_search_gpus(gpus)
     domain = scale_up_domain(base.cluster.topology)
     for tp in _axis(axes, "tp", divisors(gpus)):
         for pp in _axis(axes, "pp", divisors(gpus // tp)):

@@ -187,3 +187,16 @@ def test_a_sweep_too_large_is_refused_up_front(capsys: pytest.CaptureFixture[str
     assert main(["sweep", planning, "--vary", "cluster.nodes=8,16,32", "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "candidate layouts; a sweep takes at most 2,500,000" in err
+
+
+def test_huge_clusters_are_refused_not_enumerated(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    """Found by the CLI fuzz test: a 1e40-node option once walked the divisors of 8e40."""
+    section = {"options": [{"name": "huge", "set": {"cluster.nodes": [10**40]}}]}
+    path = _write(tmp_path, {**SCENARIO, "sweep": section})
+    assert main(["validate", str(path)]) == 2
+    assert "(sweep option 'huge')" in capsys.readouterr().err
+    doc = {**SCENARIO, "cluster": {"topology": "dgx-a100-80gb", "nodes": 2**19},
+           "parallelism": {"global_batch": 2**22}}
+    assert main(["sweep", str(_write(tmp_path, doc, "big.yaml")), "--quiet"]) == 2
+    assert "a layout search takes at most 2,097,152" in capsys.readouterr().err
