@@ -93,20 +93,37 @@ def fit_h100(acc: AcceleratorSpec, points: Sequence[Point]) -> tuple[GemmTileSpe
     assert base is not None
     best: tuple[float, GemmTileSpec, float] | None = None
     for (tm, tn) in H100_TILES:
+        tile_best: tuple[float, GemmTileSpec, float] | None = None
         for split in SPLITS:
-            for grid in (K_GRID, None):
-                if grid is None:
-                    assert best is not None
-                    center = best[1].k_overhead
-                    grid = np.arange(max(0, center - 8), center + 9)
-                for k0 in grid:
-                    tiles = dataclasses.replace(base, tile_m=tm, tile_n=tn, max_split_k=split,
-                                                k_overhead=float(k0))
-                    rms, t0 = best_t0(with_tiles(acc, tiles), points)
-                    if best is None or rms < best[0]:
-                        best = (rms, tiles, t0)
+            local = fit_k_overhead(acc, points, dataclasses.replace(
+                base, tile_m=tm, tile_n=tn, max_split_k=split))
+            if tile_best is None or local[0] < tile_best[0]:
+                tile_best = local
+        assert tile_best is not None
+        print(f"tile {tm}x{tn}: best RMS {tile_best[0]:.1%} (max_split_k "
+              f"{tile_best[1].max_split_k}, k_overhead {tile_best[1].k_overhead:g})")
+        if best is None or tile_best[0] < best[0]:
+            best = tile_best
     assert best is not None
     return best[1], best[2], best[0]
+
+
+def fit_k_overhead(acc: AcceleratorSpec, points: Sequence[Point],
+                   tiles: GemmTileSpec) -> tuple[float, GemmTileSpec, float]:
+    """(RMS, tiles, t0) of the best k_overhead: the coarse grid, then integers around its best."""
+    best: tuple[float, GemmTileSpec, float] | None = None
+    for grid in (K_GRID, None):
+        if grid is None:
+            assert best is not None
+            center = int(best[1].k_overhead)
+            grid = np.arange(max(0, center - 8), center + 9)
+        for k0 in grid:
+            candidate = dataclasses.replace(tiles, k_overhead=float(k0))
+            rms, t0 = best_t0(with_tiles(acc, candidate), points)
+            if best is None or rms < best[0]:
+                best = (rms, candidate, t0)
+    assert best is not None
+    return best
 
 
 #: A100 (not in the catalog, docs/catalog.md): 108 SMs (NVIDIA A100 Tensor Core GPU Architecture
@@ -119,7 +136,7 @@ A100_BASE = GemmTileSpec(sms=108, tile_m=256, tile_n=128, k_overhead=0.0,
 def fit_a100(acc: AcceleratorSpec, points: Sequence[Point], split: int) -> tuple[GemmTileSpec, float]:
     base = A100_BASE
     best: tuple[float, GemmTileSpec] | None = None
-    for k0 in range(0, 513):
+    for k0 in range(513):
         tiles = dataclasses.replace(base, max_split_k=split, k_overhead=float(k0))
         rms = float(np.sqrt(np.mean(residuals(with_tiles(acc, tiles), points, 0.0) ** 2)))
         if best is None or rms < best[0]:
