@@ -2,11 +2,17 @@
 
 Every operator is a GEMM (rate from its shape), a fused flash-attention kernel, or a memory-bound
 elementwise op (bytes over achievable HBM bandwidth), and takes ``max(compute time, memory time)``.
-Calibration (peaks, matmul efficiency, ``gemm_half_dim``, memory and attention efficiencies) is
+Calibration (peaks, matmul efficiency, the GEMM size model, memory and attention efficiencies) is
 accelerator data in the catalog.
 
-GEMM rate model (docs/catalog.md, "GEMM size model"), with ``g(d) = d / (d + gemm_half_dim)``:
-``rate(M, N, K) = peak * matmul_efficiency * g(M) g(N) g(K) / g(8192)^3``.
+GEMM rate model (docs/catalog.md, "GEMM size model"):
+
+- accelerators with ``gemm_tiles`` (A100, H100; fitted on published GEMM sweeps):
+  ``rate = peak * matmul_efficiency * tile_efficiency(M, N, K) / tile_efficiency(reference)``,
+  where :func:`tile_efficiency` counts the output tiles, the waves they take over the SMs, a fixed
+  per-tile cost in ``K`` and split-K (the best split up to ``max_split_k``);
+- the others, with ``g(d) = d / (d + gemm_half_dim)``:
+  ``rate = peak * matmul_efficiency * g(M) g(N) g(K) / g(8192)^3``.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from simcluster.errors import SpecError
-from simcluster.spec.hardware import AcceleratorSpec
+from simcluster.perf.cache import memoised
+from simcluster.spec.hardware import AcceleratorSpec, GemmTileSpec
 
 #: Bytes per element of each dtype (tf32 is stored as fp32).
 DTYPE_BYTES: Final[dict[str, int]] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
@@ -126,11 +133,44 @@ def size_factor(dim: float, half_dim: float) -> float:
     return dim / (dim + half_dim)
 
 
-def achievable_matmul_flops_per_s(acc: AcceleratorSpec, dtype: str, m: float, n: float,
-                                  k: float) -> float:
-    """Achievable FLOP/s of an ``[m, k] x [k, n]`` GEMM.
+def tile_efficiency(tiles: GemmTileSpec, m: float, n: float, k: float,
+                    batch: float = 1.0) -> float:
+    """Useful work over the SM time a tiled GEMM occupies, in ``(0, 1]`` (docs/catalog.md).
 
-    ``peak * eff * g(m) g(n) g(k) / g(8192)^3`` (docs/catalog.md; eff from MAMF or mli n = 8192).
+    ``batch`` GEMMs of ``[m, k] x [k, n]`` give ``B = batch * ceil(m/tile_m) * ceil(n/tile_n)``
+    output tiles. Split ``s`` ways over ``K`` (``s`` = 1, 2, 4 ... ``max_split_k``), they are
+    ``B*s`` thread blocks run in ``ceil(B*s / sms)`` waves, each block costing ``K/s + k_overhead``
+    steps of a full tile. The efficiency of the best split is
+    ``batch*m*n*k / (sms * waves * tile_m * tile_n * (k/s + k_overhead))``: tile quantization
+    (padding in the last tile row and column), wave quantization (idle SMs in the last wave) and
+    the per-tile fixed cost.
+    """
+    blocks = math.ceil(batch * math.ceil(m / tiles.tile_m) * math.ceil(n / tiles.tile_n))
+    useful = batch * m * n * k
+    tile_area = tiles.sms * tiles.tile_m * tiles.tile_n
+    best, split = 0.0, 1
+    while split <= tiles.max_split_k:
+        waves = math.ceil(blocks * split / tiles.sms)
+        best = max(best, useful / (tile_area * waves * (k / split + tiles.k_overhead)))
+        split *= 2
+    return best
+
+
+@memoised()
+def reference_tile_efficiency(tiles: GemmTileSpec) -> float:
+    """:func:`tile_efficiency` at ``tiles.reference_mnk`` (where ``matmul_efficiency`` was measured)."""
+    m, n, k = tiles.reference_mnk
+    return tile_efficiency(tiles, m, n, k)
+
+
+def achievable_matmul_flops_per_s(acc: AcceleratorSpec, dtype: str, m: float, n: float,
+                                  k: float, batch: float = 1.0) -> float:
+    """Achievable FLOP/s of ``batch`` ``[m, k] x [k, n]`` GEMMs run as one kernel.
+
+    With ``acc.gemm_tiles``: ``peak * eff * tile_efficiency(m, n, k, batch) / tile_efficiency(ref)``.
+    Otherwise ``peak * eff * g(m') g(n') g(k) / g(8192)^3`` (eff from MAMF or mli n = 8192), with
+    a batch counted as one GEMM ``sqrt(batch)`` times larger in ``m`` and ``n`` (the same number of
+    output tiles to spread over the SMs; ``k``, the per-tile loop, unchanged).
 
     Parameters
     ----------
@@ -140,18 +180,28 @@ def achievable_matmul_flops_per_s(acc: AcceleratorSpec, dtype: str, m: float, n:
         Operand dtype.
     m, n, k : float
         Output rows, output columns and reduction length (elements, > 0).
+    batch : float
+        GEMMs of that shape in the kernel (> 0).
 
     Returns
     -------
     float
-        FLOP/s; equals ``peak * eff`` at 8192^3 and can exceed it for larger shapes.
+        FLOP/s; equals ``peak * eff`` at the reference shape and can exceed it for better shapes.
     """
-    if min(m, n, k) <= 0:
-        raise SpecError("gemm", f"dimensions must be > 0, got m={m}, n={n}, k={k}")
+    if min(m, n, k, batch) <= 0:
+        raise SpecError("gemm", f"dimensions and batch must be > 0, got m={m}, n={n}, "
+                        f"k={k}, batch={batch}")
+    best = acc.peak(dtype) * matmul_efficiency(acc, dtype)
+    if acc.gemm_tiles is not None:
+        tiles = acc.gemm_tiles
+        return best * tile_efficiency(tiles, m, n, k, batch) / reference_tile_efficiency(tiles)
     half = acc.gemm_half_dim
+    if batch != 1.0:
+        spread = math.sqrt(batch)
+        m, n = spread * m, spread * n
     shape = size_factor(m, half) * size_factor(n, half) * size_factor(k, half)
     reference = size_factor(REFERENCE_GEMM_DIM, half) ** 3
-    return acc.peak(dtype) * matmul_efficiency(acc, dtype) * shape / reference
+    return best * shape / reference
 
 
 def gemm_time_s(acc: AcceleratorSpec, dtype: str, m: float, n: float, k: float) -> float:
@@ -178,10 +228,8 @@ def gemm_operator(acc: AcceleratorSpec, dtype: str, name: str, shape: tuple[floa
     size = bytes_per_element(dtype)
     nbytes = batch * (m * k + k * n + m * n) * size  # A, B read; C written
 
-    spread = math.sqrt(batch)  # output tiles scale with batch*m*n: spread the batch over m and n
-
     def timed(mm: float, nn: float, kk: float) -> float:
-        rate = achievable_matmul_flops_per_s(acc, dtype, spread * mm, spread * nn, kk)
+        rate = achievable_matmul_flops_per_s(acc, dtype, mm, nn, kk, batch)
         return max(2.0 * batch * mm * nn * kk / rate, memory_bound_time_s(acc, nbytes))
 
     dgrad, wgrad = timed(m, k, n), timed(k, n, m)

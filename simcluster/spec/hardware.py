@@ -79,6 +79,32 @@ class NodePriceSpec:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class GemmTileSpec:
+    """Tile/wave GEMM model of one accelerator (docs/catalog.md, "GEMM size model").
+
+    The output is cut into ``tile_m x tile_n`` tiles that run in waves of ``sms`` (one tile per SM
+    at a time); each tile loops over ``K`` with a fixed per-tile cost worth ``k_overhead`` more
+    elements of ``K`` (prologue, pipeline fill, epilogue). When the tiles do not fill the SMs, the
+    reduction may be split into up to ``max_split_k`` parts (cuBLAS split-K). The rate is anchored
+    at ``reference_mnk``, the shape the accelerator's ``matmul_efficiency`` was measured at (MAMF).
+    """
+
+    sms: int = spec_field(ge=1, le=4096, doc="streaming multiprocessors (datasheet)")
+    tile_m: int = spec_field(ge=1, le=4096, doc="output tile rows of one thread block")
+    tile_n: int = spec_field(ge=1, le=4096, doc="output tile columns of one thread block")
+    k_overhead: float = spec_field(ge=0, doc="fixed per-tile cost, in elements of K (fitted)")
+    max_split_k: int = spec_field(1, ge=1, le=64, doc="largest split of K over more thread blocks")
+    reference_mnk: tuple[int, ...] = spec_field(
+        ge=1, doc="the GEMM shape matmul_efficiency was measured at, [M, N, K]")
+    source: str = spec_field("", doc="where the parameters come from")
+
+    def __post_init__(self) -> None:
+        if len(self.reference_mnk) != 3 or min(self.reference_mnk) < 1:
+            raise SpecError("reference_mnk", f"expected three dimensions >= 1, got "
+                            f"{list(self.reference_mnk)}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class AcceleratorSpec:
     """One accelerator: memory, dense peak per dtype, and its achievable-rate calibration.
 
@@ -89,7 +115,11 @@ class AcceleratorSpec:
     matmul_efficiency : dict[str, float]
         Best-shape achievable matmul rate over peak, per dtype (MAMF-style measurement).
     gemm_half_dim : int
-        GEMM dimension at which the per-dimension efficiency factor ``d/(d+half)`` is one half.
+        GEMM dimension at which the per-dimension efficiency factor ``d/(d+half)`` is one half
+        (used when ``gemm_tiles`` is not given).
+    gemm_tiles : GemmTileSpec or None
+        Tile/wave GEMM model fitted on published GEMM sweeps (A100, H100); replaces the
+        half-dimension curve when given.
     memory_efficiency : float
         Achievable fraction of memory bandwidth for streaming (memory-bound) kernels.
     attention_efficiency, attention_backward_efficiency : float
@@ -104,6 +134,8 @@ class AcceleratorSpec:
     peak_flops_per_s: dict[str, float] = spec_field(unit="TFLOPS", gt=0, keys=DTYPES)
     matmul_efficiency: dict[str, float] = spec_field({}, gt=0, le=1, keys=DTYPES)
     gemm_half_dim: int = spec_field(128, ge=0)
+    gemm_tiles: GemmTileSpec | None = spec_field(
+        None, doc="tile/wave GEMM model (docs/catalog.md); replaces gemm_half_dim when given")
     memory_efficiency: float = spec_field(0.8, gt=0, le=1)
     attention_efficiency: float = spec_field(
         0.70, gt=0, le=1, doc="fused (flash) attention forward rate over the best-shape matmul rate")

@@ -27,6 +27,7 @@ from simcluster.perf.collectives import collective_time
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
 from simcluster.perf.step import StepEstimate, estimate_step
 from simcluster.spec import check_layout
+from simcluster.spec.hardware import GemmTileSpec
 from simcluster.spec.scenario import Scenario
 from tests.golden.layouts_analytical import (
     EXECUTIONS,
@@ -110,7 +111,10 @@ def _with_accelerator(s: Scenario, **changes: object) -> Scenario:
 
 
 @pytest.mark.parametrize("changes", [{"memory_efficiency": 0.5}, {"gemm_half_dim": 512},
-                                     {"matmul_efficiency": {"bf16": 0.5}}])
+                                     {"matmul_efficiency": {"bf16": 0.5}},
+                                     {"gemm_tiles": GemmTileSpec(sms=108, tile_m=256, tile_n=128,
+                                                                 k_overhead=86.0,
+                                                                 reference_mnk=(1024, 10240, 5120))}])
 def test_accelerator_change_is_a_new_key(changes: dict[str, object]) -> None:
     s = _base("gpt3-175b")
     changed = _with_accelerator(s, **changes)
