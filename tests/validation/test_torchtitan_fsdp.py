@@ -3,11 +3,12 @@
 Source and fixed choices: ``tests/validation/torchtitan.py`` (pytorch/torchtitan
 docs/performance.md @04133643). Two tests, both engines:
 
-- accuracy, within 10% per row: strict expected failure today (+28% to +36%). simcluster models
-  fused kernels and best-shape GEMMs; these runs are eager PyTorch (unfused RMSNorm, RoPE, SwiGLU
-  and loss kernels, GEMMs at their typical rate). The mark flips when that is modelled.
-- bound, range check: simcluster is never slower than the eager run and at most 1.5 times as
-  fast (calibration/README.md section 3 range check; the band states today's optimism).
+- accuracy, within 10% per row: strict expected failure today (+19% to +22%). The cases run the
+  ``fsdp2-eager`` stack, so the eager RMSNorm, RoPE, SwiGLU, ``repeat_kv`` and loss chains are
+  counted (issue 13; before them: +28% to +36%); the A100 GEMMs still run at the best-shape rate
+  curve and FSDP2's copy-in/copy-out is not modelled. The mark flips when the rest is modelled.
+- bound, range check: simcluster is never slower than the eager run and at most 1.25 times as
+  fast (calibration/README.md section 3 range check; the band states today's optimism, 1.19-1.22).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pytest
 from tests.validation.torchtitan import CASES, FsdpCase, predicted_wps
 
 TOLERANCE = 0.10
-OPTIMISM = (1.0, 1.5)
+OPTIMISM = (1.0, 1.25)
 
 
 @pytest.mark.parametrize("engine", ["analytical", "des"])
