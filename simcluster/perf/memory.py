@@ -30,11 +30,10 @@ from dataclasses import dataclass
 from simcluster.perf.cache import memoised
 from simcluster.perf.memory_overheads import (
     StageOverheads,
+    all_stage_nccl_bytes,
     allocator_reserve_bytes,
-    communicators,
     embedding_grad_bytes,
     logits_transient_bytes,
-    nccl_bytes,
 )
 from simcluster.perf.memory_stage import (
     StageParams,
@@ -106,6 +105,17 @@ ADAM_MIXED_BYTES = 12
 ADAM_FP32_BYTES = 8
 
 
+@dataclass(frozen=True, slots=True)
+class _OverheadPlan:
+    """A layout's overhead terms shared by its stages (see :mod:`.memory_overheads`)."""
+
+    context: float
+    reserve: float  # allocator bytes reserved per dynamic byte, f / (1 - f)
+    logits: float
+    embedding_grad: float
+    last_stage: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StageMemory:
     """Memory per GPU on one pipeline stage, bytes."""
@@ -115,13 +125,20 @@ class StageMemory:
     grads_bytes: float
     optimizer_bytes: float
     activations_bytes: float
-    overheads: StageOverheads
+    overhead_bytes: float  # the sum of ``overheads`` (computed once by the memory plan)
+    nccl_bytes: float
+    dynamic_bytes: float  # allocated and freed every micro-batch: activations and transients
+    plan: _OverheadPlan = dataclasses.field(repr=False, compare=False)
 
     @property
-    def overhead_bytes(self) -> float:
-        """The sum of :attr:`overheads` (CUDA context, NCCL, logits, embedding gradient,
-        allocator reserve)."""
-        return self.overheads.total
+    def overheads(self) -> StageOverheads:
+        """The parts of :attr:`overhead_bytes`."""
+        p = self.plan
+        last = self.stage == p.last_stage
+        return StageOverheads(cuda_context=p.context, nccl=self.nccl_bytes,
+                              logits=p.logits if last else 0.0,
+                              embedding_grad=p.embedding_grad if self.stage == 0 else 0.0,
+                              allocator=self.dynamic_bytes * p.reserve)
 
     @property
     def total_bytes(self) -> float:
@@ -271,9 +288,8 @@ class _MemoryPlan:
     ZeRO-3 units in flight, the activation plan, each stage's parameters and layer-micro-batches in
     flight, and the overhead terms of :mod:`.memory_overheads`."""
 
-    __slots__ = ("activations", "context", "dense", "embedding_grad", "expert", "first_count",
-                 "fragmentation", "logits", "nccl", "params", "unit_grads", "unit_weights",
-                 "units")
+    __slots__ = ("activations", "dense", "expert", "first_count", "nccl", "overheads", "params",
+                 "unit_grads", "unit_weights", "units")
 
     def __init__(self, scenario: Scenario, grad_bytes: float | None,
                  flash_attention: bool) -> None:
@@ -291,13 +307,15 @@ class _MemoryPlan:
             unit = zero3_unit_params(scenario) * zero3_units_in_flight(scenario)
             self.unit_weights, self.unit_grads = unit * per_param.weights, unit * per_param.grads
         self.activations = activation_plan(scenario, flash_attention)
-        self.context, self.fragmentation = ex.cuda_context_bytes, ex.allocator_fragmentation
-        self.nccl = tuple(nccl_bytes(communicators(scenario, i), ex.nccl_buffsize_bytes)
-                          for i in range(par.pp))
+        self.nccl = all_stage_nccl_bytes(scenario)
         m, width = scenario.model, 4 if scenario.precision == "fp32" else 2
-        self.logits = logits_transient_bytes(par.micro_batch, m.seq_len // par.cp, m.vocab, par.tp,
-                                             width)
-        self.embedding_grad = embedding_grad_bytes(m.vocab, m.hidden, par.tp, width)
+        self.overheads = _OverheadPlan(
+            context=ex.cuda_context_bytes,
+            reserve=allocator_reserve_bytes(1.0, ex.allocator_fragmentation),
+            logits=logits_transient_bytes(par.micro_batch, m.seq_len // par.cp, m.vocab, par.tp,
+                                          width),
+            embedding_grad=embedding_grad_bytes(m.vocab, m.hidden, par.tp, width),
+            last_stage=par.pp - 1)
 
     def stage(self, stage: int) -> StageMemory:
         """The memory of pipeline stage ``stage``."""
@@ -310,18 +328,19 @@ class _MemoryPlan:
             grads += self.unit_grads
         optimizer = params.dense * dense.optimizer + params.expert * expert.optimizer
         activations = self.activations.stage_bytes(stage, self.units[stage], self.first_count)
+        o, nccl = self.overheads, self.nccl[stage]
+        dynamic = activations
+        if stage == 0:
+            dynamic += o.embedding_grad
+        if stage == o.last_stage:
+            dynamic += o.logits
+        # the order of StageOverheads.total: context, nccl, logits, embedding gradient, allocator
+        overhead = (o.context + nccl + (o.logits if stage == o.last_stage else 0.0)
+                    + (o.embedding_grad if stage == 0 else 0.0) + dynamic * o.reserve)
         return StageMemory(stage=stage, weights_bytes=weights, grads_bytes=grads,
                            optimizer_bytes=optimizer, activations_bytes=activations,
-                           overheads=self._overheads(stage, activations))
-
-    def _overheads(self, stage: int, activations: float) -> StageOverheads:
-        logits = self.logits if stage == len(self.nccl) - 1 else 0.0
-        embedding = self.embedding_grad if stage == 0 else 0.0
-        return StageOverheads(
-            cuda_context=self.context, nccl=self.nccl[stage], logits=logits,
-            embedding_grad=embedding,
-            allocator=allocator_reserve_bytes(activations + logits + embedding,
-                                              self.fragmentation))
+                           overhead_bytes=overhead, nccl_bytes=nccl, dynamic_bytes=dynamic,
+                           plan=o)
 
 
 def estimate_memory(scenario: Scenario, *, grad_bytes: float | None = None,

@@ -132,6 +132,24 @@ def _communicators(tp: int, pp: int, cp: int, dp: int, ep: int, embedding: bool,
                          large=sum(1 for n in sizes if n > 2), a2a_peers=a2a)
 
 
+def all_stage_nccl_bytes(scenario: Scenario) -> tuple[float, ...]:
+    """:func:`nccl_bytes` of every pipeline stage's :func:`communicators` (memoised per layout
+    shape: the first and last stages differ from the middle ones only by the embedding group)."""
+    par, model = scenario.parallelism, scenario.model
+    return _all_stage_nccl(par.tp, par.pp, par.cp, par.dp, par.ep, model.tied_embeddings,
+                           model.moe is not None, scenario.execution.nccl_buffsize_bytes)
+
+
+@memoised()
+def _all_stage_nccl(tp: int, pp: int, cp: int, dp: int, ep: int, tied: bool, moe: bool,
+                    buffsize: float) -> tuple[float, ...]:
+    ends = nccl_bytes(_communicators(tp, pp, cp, dp, ep, tied and pp > 1, moe), buffsize)
+    if pp == 1:
+        return (ends,)
+    middle = nccl_bytes(_communicators(tp, pp, cp, dp, ep, False, moe), buffsize)
+    return (ends,) + (middle,) * (pp - 2) + (ends,)
+
+
 def nccl_bytes(comms: Communicators, buffsize: float) -> float:
     """NCCL buffer bytes of ``comms`` at ``NCCL_BUFFSIZE = buffsize``: the measured communicator
     sizes scaled by the per-connection buffers (module docstring)."""

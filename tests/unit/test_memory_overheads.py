@@ -261,4 +261,6 @@ def test_every_overhead_key_only_adds_memory(context: float, fragmentation: floa
     a, b = estimate_memory(small(ex, tp=2, pp=2)), estimate_memory(small(more, tp=2, pp=2))
     for x, y in zip(a.stages, b.stages, strict=True):
         assert y.total_bytes >= x.total_bytes
-        assert dataclasses.replace(y, overheads=x.overheads).total_bytes == x.total_bytes
+        assert y.overhead_bytes == y.overheads.total
+        same = dataclasses.replace(y, overheads=x.overheads, overhead_bytes=x.overhead_bytes)
+        assert same.total_bytes == x.total_bytes
