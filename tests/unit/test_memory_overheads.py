@@ -6,7 +6,6 @@ by hand from those sources and compared with the model's.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -262,5 +261,5 @@ def test_every_overhead_key_only_adds_memory(context: float, fragmentation: floa
     for x, y in zip(a.stages, b.stages, strict=True):
         assert y.total_bytes >= x.total_bytes
         assert y.overhead_bytes == y.overheads.total
-        same = dataclasses.replace(y, overheads=x.overheads, overhead_bytes=x.overhead_bytes)
-        assert same.total_bytes == x.total_bytes
+        rest = (y.weights_bytes, y.grads_bytes, y.optimizer_bytes, y.activations_bytes)
+        assert rest == (x.weights_bytes, x.grads_bytes, x.optimizer_bytes, x.activations_bytes)
