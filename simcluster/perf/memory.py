@@ -16,6 +16,10 @@ Simplifications, stated once:
   units in flight unsharded (:func:`zero3_units_in_flight` of :func:`zero3_unit_params`).
 - Activations are 16-bit (Korthikanti's byte counts); fp32 training doubles them.
 - Sequence length is divided by ``cp`` in every activation term.
+
+The ``overhead`` part is what a training process holds besides those (:mod:`.memory_overheads`,
+each term cited there): the CUDA context, NCCL buffers, the logits at the loss, the embedding
+gradient, and the caching allocator's reserve on what is allocated and freed every micro-batch.
 """
 
 from __future__ import annotations
@@ -24,6 +28,13 @@ import dataclasses
 from dataclasses import dataclass
 
 from simcluster.perf.cache import memoised
+from simcluster.perf.memory_overheads import (
+    StageOverheads,
+    all_stage_nccl_bytes,
+    allocator_reserve_bytes,
+    embedding_grad_bytes,
+    logits_transient_bytes,
+)
 from simcluster.perf.memory_stage import (
     StageParams,
     activation_plan,
@@ -40,42 +51,69 @@ from simcluster.perf.memory_stage import (
     stage_params,
 )
 from simcluster.spec.scenario import Scenario
-from simcluster.units import GiB
 
 __all__ = [
-    "ADAM_FP32_BYTES", "ADAM_MIXED_BYTES", "DEFAULT_GRAD_BYTES", "OVERHEAD_FIXED_BYTES",
-    "OVERHEAD_FRACTION", "BytesPerParam", "MemoryEstimate", "StageMemory", "StageParams",
-    "bytes_per_param", "embedding_activation_bytes", "estimate_memory", "grad_bytes_for",
+    "ADAM_FP32_BYTES", "ADAM_MIXED_BYTES", "DEFAULT_GRAD_BYTES", "BytesPerParam", "MemoryEstimate",
+    "StageMemory", "StageOverheads", "StageParams", "bytes_per_param", "embedding_activation_bytes",
+    "estimate_memory", "fp32_copy_bytes", "grad_bytes_for", "grad_bytes_of",
     "in_flight_micro_batches", "in_flight_units", "layer_activation_bytes",
     "logits_activation_bytes", "stage_activation_bytes", "stage_chunks", "stage_memory",
     "stage_params", "zero3_unit_params", "zero3_units_in_flight", "zero_bytes_per_param",
 ]
 
-#: Allowance, not a measurement: CUDA context with cuBLAS/cuDNN workspaces (~0.5-1 GiB on A100/H100)
-#: plus NCCL buffers for the TP, PP and DP communicators (a few hundred MiB at default
-#: NCCL_BUFFSIZE), per GPU.
-OVERHEAD_FIXED_BYTES = 1.5 * GiB
-#: Allowance, not a measurement: caching-allocator fragmentation and temporaries, as a fraction of
-#: weights + gradients + optimizer + activations (Megatron ``theoretical_memory_usage.py`` adds the
-#: same 5% to activations).
-OVERHEAD_FRACTION = 0.05
-
 #: Megatron default: gradients accumulate in fp32 ``main_grad`` buffers.
 DEFAULT_GRAD_BYTES = 4
 
 
-def grad_bytes_for(precision: str) -> int:
-    """Bytes per gradient element Megatron-LM keeps and reduces for ``precision``.
+def grad_bytes_for(precision: str, fp32_grad_buffer: bool | None = None) -> int:
+    """Bytes per gradient element the framework keeps and reduces for ``precision``.
 
+    ``fp32_grad_buffer`` (``execution.fp32_grad_buffer``) states it; None is Megatron-LM's default:
     bf16 (and fp8, whose master weights are bf16) needs fp32 gradient accumulation
     (``--accumulate-allreduce-grads-in-fp32`` is forced for bf16 in Megatron-LM ``arguments.py``);
-    fp16 keeps and all-reduces 16-bit gradients by default; fp32 trains in fp32.
+    fp16 keeps and all-reduces 16-bit gradients by default. fp32 trains in fp32 either way.
     """
-    return 2 if precision == "fp16" else DEFAULT_GRAD_BYTES
+    if precision == "fp32":
+        return 4
+    if fp32_grad_buffer is None:
+        return 2 if precision == "fp16" else DEFAULT_GRAD_BYTES
+    return 4 if fp32_grad_buffer else 2
+
+
+def grad_bytes_of(scenario: Scenario) -> int:
+    """:func:`grad_bytes_for` the scenario's precision and ``execution.fp32_grad_buffer``."""
+    return grad_bytes_for(scenario.precision, scenario.execution.fp32_grad_buffer)
+
+
+def fp32_copy_bytes(copy: str, zero_stage: int, dp: int) -> float:
+    """Bytes per parameter of the optimizer's extra fp32 gradients (``execution.fp32_grad_copy``).
+
+    ``shard``: DeepSpeed's ZeRO-1/2 optimizer gives its fp32 partition an fp32 ``.grad`` of the
+    partition's size (``single_grad_partition``, ``deepspeed/runtime/zero/stage_1_and_2.py``),
+    ``4/dp`` with ZeRO >= 1, ``4`` without; ``full``: DeepSpeed's ``BF16_Optimizer`` accumulates
+    into fp32 gradients the size of every local parameter (``fp32_groups_gradients_flat``,
+    ``deepspeed/runtime/bf16_optimizer.py``), ``4``; ``none``: 0.
+    """
+    if copy == "none":
+        return 0.0
+    if copy == "full":
+        return 4.0
+    return 4.0 / (dp if zero_stage >= 1 else 1)
 #: Adam in mixed precision: fp32 master weights + first and second moments (ZeRO's K = 12).
 ADAM_MIXED_BYTES = 12
 #: Adam in fp32: the weights are the master copy, so only the two moments.
 ADAM_FP32_BYTES = 8
+
+
+@dataclass(frozen=True, slots=True)
+class _OverheadPlan:
+    """A layout's overhead terms shared by its stages (see :mod:`.memory_overheads`)."""
+
+    context: float
+    reserve: float  # allocator bytes reserved per dynamic byte, f / (1 - f)
+    logits: float
+    embedding_grad: float
+    last_stage: int
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -87,7 +125,20 @@ class StageMemory:
     grads_bytes: float
     optimizer_bytes: float
     activations_bytes: float
-    overhead_bytes: float
+    overhead_bytes: float  # the sum of ``overheads`` (computed once by the memory plan)
+    nccl_bytes: float
+    dynamic_bytes: float  # allocated and freed every micro-batch: activations and transients
+    plan: _OverheadPlan = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def overheads(self) -> StageOverheads:
+        """The parts of :attr:`overhead_bytes`."""
+        p = self.plan
+        last = self.stage == p.last_stage
+        return StageOverheads(cuda_context=p.context, nccl=self.nccl_bytes,
+                              logits=p.logits if last else 0.0,
+                              embedding_grad=p.embedding_grad if self.stage == 0 else 0.0,
+                              allocator=self.dynamic_bytes * p.reserve)
 
     @property
     def total_bytes(self) -> float:
@@ -193,11 +244,19 @@ def zero3_units_in_flight(scenario: Scenario) -> int:
 
 @memoised()
 def _sharded_bytes(precision: str, grad_bytes: float, zero_stage: int, dense_dp: int,
-                   expert_dp: int) -> tuple[BytesPerParam, BytesPerParam, BytesPerParam]:
-    """Bytes per parameter unsharded, and sharded for dense and for expert parameters."""
+                   expert_dp: int, copy: str) -> tuple[BytesPerParam, BytesPerParam, BytesPerParam]:
+    """Bytes per parameter unsharded, and sharded for dense and for expert parameters, with the
+    optimizer's extra fp32 gradients (:func:`fp32_copy_bytes`) in the sharded gradients."""
     per_param = bytes_per_param(precision, grad_bytes)
-    return (per_param, zero_bytes_per_param(zero_stage, dense_dp, per_param),
-            zero_bytes_per_param(zero_stage, expert_dp, per_param))
+    return (per_param, _with_copy(zero_bytes_per_param(zero_stage, dense_dp, per_param),
+                                  fp32_copy_bytes(copy, zero_stage, dense_dp)),
+            _with_copy(zero_bytes_per_param(zero_stage, expert_dp, per_param),
+                       fp32_copy_bytes(copy, zero_stage, expert_dp)))
+
+
+def _with_copy(sharded: BytesPerParam, copy: float) -> BytesPerParam:
+    return BytesPerParam(weights=sharded.weights, grads=sharded.grads + copy,
+                         optimizer=sharded.optimizer)
 
 
 def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float | None = None,
@@ -211,7 +270,8 @@ def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float | None = N
     stage : int
         Pipeline stage, 0 .. pp-1.
     grad_bytes : float
-        Bytes per gradient element (4: fp32 main grads, Megatron; 2: ZeRO paper's fp16).
+        Bytes per gradient element (default :func:`grad_bytes_of` the scenario; 4: fp32 main
+        grads, Megatron; 2: ZeRO paper's fp16).
     flash_attention : bool
         Attention scores are not stored (default True).
 
@@ -225,28 +285,37 @@ def stage_memory(scenario: Scenario, stage: int, *, grad_bytes: float | None = N
 
 class _MemoryPlan:
     """What every stage of one layout shares, computed once: bytes per parameter after ZeRO, the
-    ZeRO-3 units in flight, the activation plan, and each stage's parameters and
-    layer-micro-batches in flight."""
+    ZeRO-3 units in flight, the activation plan, each stage's parameters and layer-micro-batches in
+    flight, and the overhead terms of :mod:`.memory_overheads`."""
 
-    __slots__ = ("activations", "dense", "expert", "first_count", "params", "unit_grads",
-                 "unit_weights", "units")
+    __slots__ = ("activations", "dense", "expert", "first_count", "nccl", "overheads", "params",
+                 "unit_grads", "unit_weights", "units")
 
     def __init__(self, scenario: Scenario, grad_bytes: float | None,
                  flash_attention: bool) -> None:
-        par = scenario.parallelism
+        par, ex = scenario.parallelism, scenario.execution
         self.params = all_stage_params(scenario.model, par)
         self.units = all_stage_units(par, scenario.model.layers)
         self.first_count = all_in_flight_units(par)[0][0]
         if grad_bytes is None:
-            grad_bytes = grad_bytes_for(scenario.precision)
+            grad_bytes = grad_bytes_of(scenario)
         per_param, self.dense, self.expert = _sharded_bytes(
             scenario.precision, grad_bytes, par.zero_stage, par.dp * par.cp,
-            par.dp * par.cp // par.ep)
+            par.dp * par.cp // par.ep, ex.fp32_grad_copy)
         self.unit_weights = self.unit_grads = None
         if par.zero_stage >= 3:
             unit = zero3_unit_params(scenario) * zero3_units_in_flight(scenario)
             self.unit_weights, self.unit_grads = unit * per_param.weights, unit * per_param.grads
         self.activations = activation_plan(scenario, flash_attention)
+        self.nccl = all_stage_nccl_bytes(scenario)
+        m, width = scenario.model, 4 if scenario.precision == "fp32" else 2
+        self.overheads = _OverheadPlan(
+            context=ex.cuda_context_bytes,
+            reserve=allocator_reserve_bytes(1.0, ex.allocator_fragmentation),
+            logits=logits_transient_bytes(par.micro_batch, m.seq_len // par.cp, m.vocab, par.tp,
+                                          width),
+            embedding_grad=embedding_grad_bytes(m.vocab, m.hidden, par.tp, width),
+            last_stage=par.pp - 1)
 
     def stage(self, stage: int) -> StageMemory:
         """The memory of pipeline stage ``stage``."""
@@ -259,11 +328,19 @@ class _MemoryPlan:
             grads += self.unit_grads
         optimizer = params.dense * dense.optimizer + params.expert * expert.optimizer
         activations = self.activations.stage_bytes(stage, self.units[stage], self.first_count)
-        parts = weights + grads + optimizer + activations
-        overhead = OVERHEAD_FIXED_BYTES + OVERHEAD_FRACTION * parts
+        o, nccl = self.overheads, self.nccl[stage]
+        dynamic = activations
+        if stage == 0:
+            dynamic += o.embedding_grad
+        if stage == o.last_stage:
+            dynamic += o.logits
+        # the order of StageOverheads.total: context, nccl, logits, embedding gradient, allocator
+        overhead = (o.context + nccl + (o.logits if stage == o.last_stage else 0.0)
+                    + (o.embedding_grad if stage == 0 else 0.0) + dynamic * o.reserve)
         return StageMemory(stage=stage, weights_bytes=weights, grads_bytes=grads,
                            optimizer_bytes=optimizer, activations_bytes=activations,
-                           overhead_bytes=overhead)
+                           overhead_bytes=overhead, nccl_bytes=nccl, dynamic_bytes=dynamic,
+                           plan=o)
 
 
 def estimate_memory(scenario: Scenario, *, grad_bytes: float | None = None,
@@ -275,7 +352,7 @@ def estimate_memory(scenario: Scenario, *, grad_bytes: float | None = None,
     scenario : Scenario
         Model, layout, precision and cluster (for the accelerator's memory).
     grad_bytes : float
-        Bytes per gradient element (default :func:`grad_bytes_for` the precision).
+        Bytes per gradient element (default :func:`grad_bytes_of` the scenario).
     flash_attention : bool
         Attention scores, softmax and its dropout mask are not stored (default True).
 

@@ -36,7 +36,7 @@ from simcluster.perf.compute import (
     optimizer_step_time_s,
 )
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
-from simcluster.perf.memory import grad_bytes_for, stage_params
+from simcluster.perf.memory import grad_bytes_of, stage_params
 from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.zero3 import zero3_layer, zero3_step_s
@@ -163,7 +163,7 @@ def grad_accumulation_s(s: Scenario, params: float) -> float:
     shard = params / (par.dp * par.cp) if par.zero_stage >= 2 else params
     fresh = 4 if s.precision == "fp32" else 2
     return grad_accumulation_time_s(s.cluster.topology.accelerator, shard, fresh,
-                                    grad_bytes_for(s.precision))
+                                    grad_bytes_of(s))
 
 
 def _attention_fwd_s(layer: LayerTimes) -> float:
@@ -225,7 +225,7 @@ def _pp_comm_s(s: Scenario, groups: comm_plan.Groups) -> float:
 def _dp_collectives_s(s: Scenario, groups: comm_plan.Groups,
                       shapes: tuple[_Stage, ...]) -> dict[float, tuple[float, float]]:
     """Parameters held -> (final DP reduction, ZeRO-2 scatter) seconds, once per distinct count."""
-    grad = grad_bytes_for(s.precision)
+    grad = grad_bytes_of(s)
     return {held: (comm_plan.dp_reduce_s(s, groups, held, grad),
                    comm_plan.zero2_scatter_s(s, groups, held, grad))
             for held in {shape.held: None for shape in shapes}}

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from simcluster.perf.collectives import collective_time
 from simcluster.perf.comm_plan import ACT_BYTES, Groups
-from simcluster.perf.memory import grad_bytes_for, stage_chunks
+from simcluster.perf.memory import grad_bytes_of, stage_chunks
 from simcluster.spec.scenario import Scenario
 
 
@@ -47,7 +47,7 @@ def zero3_layer(s: Scenario, g: Groups, params_on_gpu: float) -> Zero3Layer | No
         return None
     per_layer = params_on_gpu / s.model.layers
     gather = collective_time("all_gather", per_layer * ACT_BYTES[s.precision], g.dp).time_s
-    scatter = collective_time("reduce_scatter", per_layer * grad_bytes_for(s.precision), g.dp)
+    scatter = collective_time("reduce_scatter", per_layer * grad_bytes_of(s), g.dp)
     return Zero3Layer(gather, scatter.time_s)
 
 

@@ -78,7 +78,8 @@ class RunResult:
                 "weights": stage.weights_bytes / GiB, "grads": stage.grads_bytes / GiB,
                 "optimizer": stage.optimizer_bytes / GiB,
                 "activations": stage.activations_bytes / GiB,
-                "overhead": stage.overhead_bytes / GiB}
+                "overhead": stage.overhead_bytes / GiB,
+                "overhead_parts": {k: v / GiB for k, v in stage.overheads.as_dict().items()}}
 
     def _training(self, tokens_per_s: float) -> dict[str, float | None]:
         s = self.scenario

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from simcluster.perf import comm_plan
 from simcluster.perf.compute import embedding_times, logits_times, optimizer_step_time_s
-from simcluster.perf.memory import grad_bytes_for, stage_chunks, stage_params
+from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.step import grad_accumulation_s, scenario_layer_times
 from simcluster.perf.zero3 import Zero3Layer, zero3_layer
 from simcluster.spec.scenario import Scenario
@@ -142,7 +142,7 @@ def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float,
         return ()
     count = min(math.ceil(params / max(BUCKET_PARAMS, 1_000_000 * par.dp)), MAX_BUCKETS)
     reduce = comm_plan.dp_reduce_s if final else comm_plan.zero2_scatter_s
-    one = reduce(s, groups, params / count, grad_bytes_for(s.precision))
+    one = reduce(s, groups, params / count, grad_bytes_of(s))
     return (one,) * count if one > 0 else ()
 
 

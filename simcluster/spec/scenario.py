@@ -25,6 +25,7 @@ CHECKPOINT_MODES = ("sync", "async", "in-memory", "none")
 DETECTIONS = ("error", "watchdog")
 LINK_LAYERS = ("scale_up", "scale_out")
 COST_MODES = ("rent", "buy")
+GRAD_COPIES = ("none", "shard", "full")
 SCENARIO_SCHEMA = "simcluster/scenario/v1"
 #: Largest global batch accepted, in sequences (2**40: far beyond any real run, small enough that
 #: per-step counts stay exact and the engines' loops stay bounded by their own limits).
@@ -145,6 +146,25 @@ class ExecutionSpec:
         doc="TP all-gathers and reduce-scatters overlapped with their GEMMs (Transformer Engine "
         "userbuffers, --tp-comm-overlap; needs sequence_parallel): bulk (backward reduce-scatter "
         "beside the weight-gradient GEMM) or pipelined (every pair, chunked); none: exposed")
+    # Memory the training process holds besides model state and activations: defaults and their
+    # sources in simcluster.perf.memory_overheads (tests/unit/test_memory_overheads.py pins them).
+    fp32_grad_buffer: bool | None = spec_field(
+        None, doc="gradients accumulate and are reduced in fp32 main-grad buffers (Megatron "
+        "--accumulate-allreduce-grads-in-fp32); false: 16-bit; null: Megatron's default (true for "
+        "bf16 and fp8, false for fp16)")
+    fp32_grad_copy: str = spec_field(
+        "none", choices=GRAD_COPIES, doc="the optimizer also keeps fp32 gradients beside the "
+        "reduced ones: shard, of its ZeRO shard (DeepSpeed ZeRO-1/2 fp16); full, of every local "
+        "parameter (DeepSpeed BF16_Optimizer)")
+    cuda_context_bytes: float = spec_field(
+        733_741_056.0, unit="GiB", ge=0, doc="CUDA context with its kernels loaded and cuBLAS "
+        "workspaces, per GPU (default: PyTorch's measured 666,632,192 B + 2 x 32 MiB)")
+    nccl_buffsize_bytes: float = spec_field(
+        4194304.0, unit="bytes", gt=0, doc="NCCL_BUFFSIZE; NCCL buffers per communicator scale "
+        "with it (default 4 MiB, NCCL's)")
+    allocator_fragmentation: float = spec_field(
+        0.15, ge=0, le=0.9, doc="caching-allocator fragmentation (reserved - allocated) / reserved "
+        "of activations and transients (default: GMLake's measured average on A100)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -7,6 +7,13 @@ pp is varied under GPipe: with 1F1B the first stage holds p micro-batches of emb
 activations (Megatron's ``8*s*b*p + s*b*h*p``), which grows with p, so the property is not a law
 there. The recompute ordering holds with flash attention (the default); without it one recomputed
 layer's working set can exceed a selective layer's stored activations.
+
+NCCL communicator buffers (issue 13) grow with the groups a layout creates, not with what it
+shards: doubling pp from 1 adds the pipeline group and the tied-embedding group (2 x 544 MiB,
+measured), more than a small model's halved layers save (gpt3-1.7b, tp 8, ZeRO-1, SP, full
+recompute: +0.2 GiB). So the pp property compares the peak net of NCCL buffers (:func:`peak_net`,
+which is the whole peak minus a term that depends only on the groups); the tp property still holds
+for the whole peak.
 """
 
 from __future__ import annotations
@@ -45,6 +52,13 @@ def peak(s: Scenario | None) -> float:
     return estimate_memory(s).peak_bytes
 
 
+def peak_net(s: Scenario | None) -> float:
+    """The largest per-stage total net of NCCL communicator buffers."""
+    assume(s is not None)
+    assert s is not None
+    return max(st.total_bytes - st.overheads.nccl for st in estimate_memory(s).stages)
+
+
 layouts = st.fixed_dictionaries({
     "micro_batch": st.sampled_from([1, 2]),
     "sequence_parallel": st.booleans(),
@@ -68,7 +82,7 @@ def test_memory_never_increases_with_tp(model: str, tp: int, pp: int, zero: int,
 def test_memory_never_increases_with_pp_under_gpipe(model: str, tp: int, pp: int, zero: int,
                                                     extra: dict[str, object]) -> None:
     common = {"tp": tp, "zero_stage": zero, "schedule": "gpipe", **extra}
-    assert peak(build(model, pp=2 * pp, **common)) <= peak(build(model, pp=pp, **common))
+    assert peak_net(build(model, pp=2 * pp, **common)) <= peak_net(build(model, pp=pp, **common))
 
 
 @PROPS

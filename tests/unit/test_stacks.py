@@ -14,7 +14,10 @@ from simcluster.spec import ExecutionSpec, load_scenario
 from tests.validation import megatron_v1, sc21, torchtitan, vtrain
 
 DEFAULT = Path(__file__).resolve().parents[2] / "scenarios" / "default.yaml"
-FLAGS = {f.name for f in dataclasses.fields(ExecutionSpec)} - {"stack"}
+#: The memory environment (CUDA context, NCCL_BUFFSIZE, allocator) belongs to the machine and its
+#: settings, not to the framework: stacks leave it at its defaults.
+ENVIRONMENT = {"cuda_context_bytes", "nccl_buffsize_bytes", "allocator_fragmentation"}
+FLAGS = {f.name for f in dataclasses.fields(ExecutionSpec)} - {"stack"} - ENVIRONMENT
 
 
 @pytest.mark.parametrize("name", catalog.names("stacks"))
