@@ -7,6 +7,7 @@ here knows about communication.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -194,7 +195,8 @@ def _times(operators: list[OperatorTime], recompute_s: float) -> LayerTimes:
 def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch: int,
                 seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = False,
                 recompute: str = "none", flash_attention: bool = True, *, ep: int = 1,
-                causal: bool = True, elementwise: str = "fused") -> LayerTimes:
+                causal: bool = True, elementwise: str = "fused",
+                host_op_s: float = 0.0) -> LayerTimes:
     """Forward, backward and recompute time of one transformer block on one GPU.
 
     Operators follow Megatron-LM's block (Shoeybi et al. arXiv 1909.08053; Korthikanti et al.
@@ -226,6 +228,9 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     elementwise : str
         ``fused`` kernels (one pass per norm, rotary embedding, gate), or ``eager`` PyTorch's op
         chains (:mod:`.eager`).
+    host_op_s : float
+        Host time per operator and pass: each pass takes at least ``operators x host_op_s``
+        (forward and recompute one per operator, backward two: dgrad and wgrad); 0: GPU-bound.
 
     Returns
     -------
@@ -241,7 +246,26 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     recompute_s = {"none": 0.0,
                    "selective": sum(o.time_s for o in operators if o.name in core),
                    "full": sum(o.time_s for o in operators)}[recompute]
-    return _times(operators, recompute_s)
+    recomputed = {"none": 0, "selective": sum(1 for o in operators if o.name in core),
+                  "full": len(operators)}[recompute]
+    return host_bound(_times(operators, recompute_s), host_op_s, recomputed)
+
+
+def host_bound(layer: LayerTimes, host_op_s: float, recomputed: int = 0) -> LayerTimes:
+    """``layer`` with each pass at least as long as the host takes to issue it.
+
+    The host (Python, the framework, the PyTorch dispatcher, the launch) issues every kernel; when
+    the GPU runs them faster than that, the GPU waits and the pass takes the host's time. A pass
+    issues one call per operator forward (and per recomputed operator), two backward (dgrad and
+    wgrad for a GEMM; an element-wise backward reads the saved input and the gradient), and one
+    per ``recomputed`` operator inside the backward.
+    """
+    if host_op_s <= 0.0:
+        return layer
+    n = len(layer.operators)
+    return dataclasses.replace(layer, forward_s=max(layer.forward_s, n * host_op_s),
+                               backward_s=max(layer.backward_s, 2 * n * host_op_s),
+                               recompute_s=max(layer.recompute_s, recomputed * host_op_s))
 
 
 def _eager(elementwise: str) -> bool:

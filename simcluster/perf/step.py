@@ -113,15 +113,17 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
     par = s.parallelism
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
                         par.cp, par.sequence_parallel, par.recompute, s.execution.flash_attention,
-                        par.ep, s.execution.elementwise)
+                        par.ep, s.execution.elementwise, s.execution.host_op_s)
 
 
 @memoised()
 def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
-                 flash_attention: bool, ep: int, elementwise: str) -> LayerTimes:
+                 flash_attention: bool, ep: int, elementwise: str, host_op_s: float
+                 ) -> LayerTimes:
     return layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
-                       recompute, flash_attention, ep=ep, elementwise=elementwise)
+                       recompute, flash_attention, ep=ep, elementwise=elementwise,
+                       host_op_s=host_op_s)
 
 
 @memoised()

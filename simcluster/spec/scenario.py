@@ -146,6 +146,10 @@ class ExecutionSpec:
         doc="TP all-gathers and reduce-scatters overlapped with their GEMMs (Transformer Engine "
         "userbuffers, --tp-comm-overlap; needs sequence_parallel): bulk (backward reduce-scatter "
         "beside the weight-gradient GEMM) or pipelined (every pair, chunked); none: exposed")
+    host_op_s: float = spec_field(
+        0.0, unit="us", ge=0, le=10_000, doc="host time per modelled layer operator and pass "
+        "(Python, dispatch, launch of its kernels): a layer pass takes at least its operators "
+        "times this (the CPU cannot feed the GPU faster); 0: GPU-bound. docs/stacks.md")
     # Memory the training process holds besides model state and activations: defaults and their
     # sources in simcluster.perf.memory_overheads (tests/unit/test_memory_overheads.py pins them).
     fp32_grad_buffer: bool | None = spec_field(

@@ -4,17 +4,18 @@ Source rows and fixed choices: ``tests/validation/vtrain.py`` (VIA-Research/vTra
 ``data/ground_truth_single.csv`` @f8dda847, 2 to 8 A100 in one node). Both engines run on every
 row (about 1 s each). Comparison: iteration time, directly.
 
-Tolerances are today's level, the measured value rounded up to the next whole percent; the target
-is 10%, issue 13 (strict xfail below, so reaching it is visible):
+The rows run the ``deepspeed-megatron-2022`` stack, whose host time per layer operator
+(``execution.host_op_us = 54``) was fitted on the EVEN rows of this file
+(``analysis/calibrate_host_overhead.py``): the issue-13 target (median |error| <= 10%) is asserted
+on the held-out ODD rows. Before that host floor the median was 18.5% / 19.0% (analytical / DES):
+the small steps (micro-batch 1, TP 4-8, hidden 1024) never ran faster than about 3.5 ms per layer
+and micro-batch, the host's pace, while the GPU work counted was three times less.
 
-- analytical: median |error| 18.5% -> 19%, p90 |error| 62.5% -> 63%;
-- DES: median |error| 19.0% -> 19%, p90 |error| 62.9% -> 63%;
-- TP > 1 with PP = DP = 1 (compute plus intra-node TP all-reduces), both engines: median |error|
-  45.0% -> 46%; simcluster is faster than measured on these rows.
+Other tolerances are today's level, rounded up to the next whole percent:
 
-simcluster is optimistic where the per-GPU work per micro-batch is small (micro-batch 1, TP 4-8,
-hidden 1024: up to -81%): the measured time per layer and micro-batch never falls below about
-3.5 ms, a fixed host/launch cost that simcluster does not model (docs/validation.md).
+- all rows: median |error| 5.5% / 5.8% -> 6%; p90 |error| 20.5% / 20.1% -> 21%;
+- TP > 1 with PP = DP = 1 (compute plus intra-node TP all-reduces): median |error| 7.2% -> 8%,
+  median signed error +3.7% (within +-5%).
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ from tests.validation.vtrain import (
 )
 
 ENGINES = ["analytical", "des"]
-MEDIAN_TOLERANCE = {"analytical": 0.19, "des": 0.19}
-P90_TOLERANCE = {"analytical": 0.63, "des": 0.63}
-TP_ONLY_MEDIAN_TOLERANCE = 0.46
+MEDIAN_TOLERANCE = {"analytical": 0.06, "des": 0.06}
+P90_TOLERANCE = {"analytical": 0.21, "des": 0.21}
+TP_ONLY_MEDIAN_TOLERANCE = 0.08
+TP_ONLY_BIAS = 0.05
 TARGET = 0.10
 
 
@@ -50,7 +52,9 @@ def _errors(engine: str) -> tuple[float, ...]:
 def _summary(engine: str, keep: str = "all") -> ErrorSummary:
     rows = load_rows()
     errors = _errors(engine)
-    chosen = [e for row, e in zip(rows, errors, strict=True) if keep == "all" or tp_only(row)]
+    keeps = {"all": lambda i, row: True, "tp_only": lambda i, row: tp_only(row),
+             "held_out": lambda i, row: i % 2 == 1}
+    chosen = [e for i, (row, e) in enumerate(zip(rows, errors, strict=True)) if keeps[keep](i, row)]
     return summarise(chosen)
 
 
@@ -87,14 +91,16 @@ def test_p90_error_at_todays_level(engine: str) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_intra_node_tp_rows_at_todays_level(engine: str) -> None:
-    """TP > 1, PP = DP = 1: today's level, and simcluster is faster than measured there."""
+    """TP > 1, PP = DP = 1: today's level, without a bias either way beyond 5%."""
     summary = _summary(engine, keep="tp_only")
     assert summary.rows == 240
     assert summary.median_abs <= TP_ONLY_MEDIAN_TOLERANCE
-    assert summary.median_signed < 0
+    assert abs(summary.median_signed) <= TP_ONLY_BIAS
 
 
 @pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.xfail(strict=True, reason="issue 13 target not met: per-kernel host overhead not modelled")
-def test_median_error_within_the_10_percent_target(engine: str) -> None:
-    assert _summary(engine).median_abs <= TARGET
+def test_held_out_rows_meet_the_10_percent_target(engine: str) -> None:
+    """The odd rows, which the host-time fit did not see: median |error| <= 10% (issue 13)."""
+    summary = _summary(engine, keep="held_out")
+    assert summary.rows == 720
+    assert summary.median_abs <= TARGET

@@ -128,19 +128,23 @@ def scenario_mapping(row: VTrainRow) -> dict[str, Any]:
     }
 
 
-def scenario(row: VTrainRow) -> Scenario:
-    """The loaded simcluster scenario of ``row``."""
-    return load_scenario(scenario_mapping(row))
+def scenario(row: VTrainRow, host_op_us: float | None = None) -> Scenario:
+    """The loaded simcluster scenario of ``row`` (``host_op_us``: override the stack's value, for
+    the calibration script)."""
+    items = [] if host_op_us is None else [f"execution.host_op_us={host_op_us}"]
+    return load_scenario(scenario_mapping(row), items)
 
 
-def predicted_ms(row: VTrainRow, engine: str = "analytical") -> float:
+def predicted_ms(row: VTrainRow, engine: str = "analytical",
+                 host_op_us: float | None = None) -> float:
     """simcluster's iteration time of ``row`` in milliseconds."""
-    return simulate(scenario(row), engine=engine).step.iteration_time_s * 1e3
+    return simulate(scenario(row, host_op_us), engine=engine).step.iteration_time_s * 1e3
 
 
-def signed_errors(rows: Iterable[VTrainRow], engine: str = "analytical") -> list[float]:
+def signed_errors(rows: Iterable[VTrainRow], engine: str = "analytical",
+                  host_op_us: float | None = None) -> list[float]:
     """predicted / measured - 1 for each row (negative: simcluster is faster than measured)."""
-    return [predicted_ms(row, engine) / row.iteration_ms - 1 for row in rows]
+    return [predicted_ms(row, engine, host_op_us) / row.iteration_ms - 1 for row in rows]
 
 
 def percentile(values: Iterable[float], q: float) -> float:
