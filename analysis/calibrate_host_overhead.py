@@ -22,9 +22,9 @@ from _guard import guarded
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.validation import vtrain  # noqa: E402
+from tests.validation import vtrain
 
-GRID_US = range(0, 101)
+GRID_US = range(101)
 
 
 def median_abs(rows: list[vtrain.VTrainRow], host_us: float) -> float:
