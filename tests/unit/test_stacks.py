@@ -20,16 +20,22 @@ ENVIRONMENT = {"cuda_context_bytes", "nccl_buffsize_bytes", "allocator_fragmenta
 FLAGS = {f.name for f in dataclasses.fields(ExecutionSpec)} - {"stack"} - ENVIRONMENT
 
 
+def _field(key: str) -> str:
+    """The field a YAML key sets (``host_op_us`` -> ``host_op_s``, in SI)."""
+    return key[: -len("_us")] + "_s" if key.endswith("_us") else key
+
+
 @pytest.mark.parametrize("name", catalog.names("stacks"))
 def test_every_stack_loads_with_exactly_its_flags(name: str) -> None:
     entry = catalog.entry("stacks", name)
-    flags = entry["execution"]
+    flags = {_field(k): v * 1e-6 if k.endswith("_us") else v
+             for k, v in entry["execution"].items()}
     assert set(flags) == FLAGS, "a stack states every execution flag (no silent defaults)"
     assert entry["description"]
     assert isinstance(entry["not_modelled"], list)
     s = load_scenario(DEFAULT, [f"execution={name}"])
     assert s.execution.stack == name
-    assert {k: getattr(s.execution, k) for k in FLAGS} == flags
+    assert {k: getattr(s.execution, k) for k in FLAGS} == pytest.approx(flags)
 
 
 def test_keys_given_with_a_stack_refine_it(tmp_path: Path) -> None:
