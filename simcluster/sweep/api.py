@@ -61,7 +61,7 @@ def _count(request: int | None, section: Mapping[str, Any], key: str, default: i
            source: str, most: int) -> int:
     value = request if request is not None else section.get(key, default)
     where, src = (f"--{key}", "") if request is not None else (f"sweep.{key}", source)
-    count = config._int(value, where, src)
+    count = config.as_int(value, where, src)
     if count > most:
         raise SpecError(where, f"{count} is more than {most}", src)
     return count
@@ -78,7 +78,7 @@ def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
                         "--objective" if request.objective else "sweep.objective",
                         "" if request.objective else label)
     _choice(request.contention, CONTENTION_MODES, "--contention", "")
-    vary = config._mapping(section.get("vary", {}), "sweep.vary", label)
+    vary = config.as_mapping(section.get("vary", {}), "sweep.vary", label)
     plan = config.Plan(
         settings=config.settings_from(section.get("options"),
                                       {k: v if isinstance(v, list) else [v]

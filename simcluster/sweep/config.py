@@ -89,7 +89,7 @@ def parse_values(flag: str, text: str) -> tuple[str, list[Any]]:
     return key.strip(), out
 
 
-def _mapping(value: object, key: str, source: str) -> Mapping[str, Any]:
+def as_mapping(value: object, key: str, source: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise SpecError(key, f"expected a mapping, got {value!r}", source)
     return value
@@ -102,7 +102,7 @@ def _unknown(section: Mapping[str, Any], allowed: Sequence[str], key: str, sourc
                             source)
 
 
-def _int(value: object, key: str, source: str, low: int = 0) -> int:
+def as_int(value: object, key: str, source: str, low: int = 0) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise SpecError(key, f"expected an integer >= {low}, got {value!r}", source)
     return value
@@ -118,29 +118,29 @@ def read_section(raw: object, source: str) -> dict[str, Any]:
     """The ``sweep:`` section, checked key by key (``{}`` when absent)."""
     if raw is None:
         return {}
-    section = dict(_mapping(raw, "sweep", source))
+    section = dict(as_mapping(raw, "sweep", source))
     _unknown(section, _SECTION_KEYS, "sweep", source)
     return section
 
 
 def constraints_from(raw: object, flags: Mapping[str, Any], source: str) -> Constraints:
     """The section's ``constraints`` with any flag given on the command line replacing it."""
-    values = dict(_mapping(raw, "sweep.constraints", source)) if raw is not None else {}
+    values = dict(as_mapping(raw, "sweep.constraints", source)) if raw is not None else {}
     _unknown(values, _CONSTRAINT_KEYS, "sweep.constraints", source)
     values.update({k: v for k, v in flags.items() if v is not None})
     out: dict[str, Any] = {}
     for key, value in values.items():
         where = f"sweep.constraints.{key}"
-        out[key] = (_int(value, where, source, 1) if key == "max_gpus"
+        out[key] = (as_int(value, where, source, 1) if key == "max_gpus"
                     else _number(value, where, source))
     return Constraints(**out)
 
 
 def axes_from(raw: object, flags: Sequence[str], source: str) -> SearchAxes:
     """Layout axes restricted by the section's ``search`` and by ``--search KEY=V1,V2``."""
-    values = dict(_mapping(raw, "sweep.search", source)) if raw is not None else {}
+    values = dict(as_mapping(raw, "sweep.search", source)) if raw is not None else {}
     top = values.pop("max_virtual_stages", DEFAULT_MAX_VIRTUAL_STAGES)
-    top = _int(top, "sweep.search.max_virtual_stages", source, 1)
+    top = as_int(top, "sweep.search.max_virtual_stages", source, 1)
     where = {k: ("sweep.search." + k, source) for k in values}
     for text in flags:
         key, items = parse_values("--search", text)
@@ -209,14 +209,14 @@ def _options(raw: object, source: str
     names: set[str] = set()
     for i, item in enumerate(raw):
         key = f"sweep.options[{i}]"
-        option = _mapping(item, key, source)
+        option = as_mapping(item, key, source)
         _unknown(option, ("name", "set"), key, source)
         name = option.get("name")
         if not isinstance(name, str) or not name or name in names:
             raise SpecError(f"{key}.name", f"expected a unique non-empty name, got {name!r}",
                             source)
         names.add(name)
-        values = _mapping(option.get("set", {}), f"{key}.set", source)
+        values = as_mapping(option.get("set", {}), f"{key}.set", source)
         lists = {k: (v if isinstance(v, list) else [v]) for k, v in values.items()}
         out += [(name, ov, cols) for ov, cols in _product(lists)]
     return out
