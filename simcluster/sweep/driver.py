@@ -181,7 +181,7 @@ def _merge(outcome: SweepOutcome, updates: list[Row], prefix_old: Callable[[Row]
 
 def _des_pass(task: AnalyticalTask, outcome: SweepOutcome, execution: Execution) -> None:
     best = outcome.ranked[:outcome.plan.rerank]
-    chunks = [Chunk(n, ((i, _setting(outcome.rows[i], task), tuple(layout_of(
+    chunks = [Chunk(n, ((i, _setting(outcome.rows[i]), tuple(layout_of(
         outcome.rows[i]).items())),)) for n, i in enumerate(best)]
     updates = _run(DesTask(task), chunks, execution, None, "DES re-rank")
     _merge(outcome, updates, lambda row: {"analytical_step_time_s": row.get("step_time_s")})
@@ -217,7 +217,7 @@ def interval_siblings(rows: list[Row], ranked: list[int], count: int) -> list[in
 
 def _goodput_pass(task: AnalyticalTask, outcome: SweepOutcome, execution: Execution) -> None:
     best = interval_siblings(outcome.rows, outcome.ranked, outcome.plan.goodput)
-    chunks = [Chunk(n, ((i, _setting(outcome.rows[i], task), tuple(layout_of(
+    chunks = [Chunk(n, ((i, _setting(outcome.rows[i]), tuple(layout_of(
         outcome.rows[i]).items()), float(outcome.rows[i]["step_time_s"] or 0.0)),))
         for n, i in enumerate(best)]
     goodput = GoodputTask(task, execution.replicas)
@@ -229,7 +229,7 @@ def _goodput_pass(task: AnalyticalTask, outcome: SweepOutcome, execution: Execut
         outcome.ranked = rank(outcome.rows, best, outcome.plan.objective) + rest
 
 
-def _setting(row: Row, task: AnalyticalTask) -> int:
+def _setting(row: Row) -> int:
     index = row.get("setting")
     if not isinstance(index, int):
         raise SpecError("sweep", "internal: a row without its setting index")
