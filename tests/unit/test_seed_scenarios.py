@@ -53,6 +53,16 @@ def test_interruption_free_probability_oracles() -> None:
     assert plot_seed_reliability.p_uninterrupted(p, 125) == pytest.approx(math.exp(-125 * 3.79e-3))
 
 
+def test_seeds_doc_quotes_the_closed_form() -> None:
+    text = (ROOT / "docs" / "seeds.md").read_text(encoding="utf-8")
+    s = load_scenario(ROOT / "scenarios" / "seed-1000gpu-uninterrupted.yaml")
+    assert s.reliability is not None
+    for hours in plot_seed_reliability.HORIZONS_H:
+        p = plot_seed_reliability.p_node_failure(s.reliability.failure_rate_per_node_day, hours)
+        value = plot_seed_reliability.p_uninterrupted(p, s.cluster.nodes)
+        assert f"| {value:.3g} |".replace("e-05", "e-5") in text
+
+
 def test_horizon_engine_agrees_with_the_closed_form() -> None:
     rows = plot_seed_reliability.uninterrupted_rows(replicas=1000)
     assert [r["hours"] for r in rows] == [8.0, 24.0, 504.0]
