@@ -4,7 +4,7 @@
    ``scenarios/seed-10b-boxes.yaml`` (2x/4x RTX 3090 Ti boxes with and without NVLink bridges, DGX
    A100 bought, A100 and H100 rented), drawn by ``plot_planning.py``.
 2. ``seed-comm-share.png``: the share of the step spent in communication (TP, PP, DP exposed) on
-   NVLink-bridged and PCIe-only boxes at 1x, 4x and 16x micro-batches per pipeline per step
+   NVLink-bridged and PCIe-only boxes at 4, 16 and 64 micro-batches per pipeline per step
    (``scenarios/seed-comm-share.yaml``), stacked bars.
 
 Each figure gets a CSV beside it. Needs matplotlib (``pip install simcluster[plots]``).
