@@ -82,7 +82,8 @@ def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
     plan = config.Plan(
         settings=config.settings_from(section.get("options"),
                                       {k: v if isinstance(v, list) else [v]
-                                       for k, v in vary.items()}, label, request.vary),
+                                       for k, v in vary.items()}, label, request.vary,
+                                      layouts == "search"),
         axes=config.axes_from(section.get("search"), request.search, label),
         layouts=layouts, objective=objective,
         constraints=config.constraints_from(section.get("constraints"), request.constraints, label),

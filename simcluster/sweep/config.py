@@ -29,7 +29,7 @@ import yaml
 from simcluster.errors import SpecError
 from simcluster.spec.scenario import RECOMPUTE, SCHEDULES
 from simcluster.sweep.evaluate import Setting
-from simcluster.sweep.space import AXES, DEFAULT_MAX_VIRTUAL_STAGES, SearchAxes
+from simcluster.sweep.space import AXES, DEFAULT_MAX_VIRTUAL_STAGES, LAYOUT_KEYS, SearchAxes
 
 #: Objective -> True when larger is better.
 OBJECTIVES = {"step_time_s": False, "tokens_per_s": True, "mfu": True,
@@ -165,17 +165,21 @@ def axes_from(raw: object, flags: Sequence[str], source: str) -> SearchAxes:
 
 
 def settings_from(options: object, vary: Mapping[str, list[Any]], source: str,
-                  vary_flags: Sequence[str] = ()) -> tuple[Setting, ...]:
-    """Every (option x varied values) combination, in a fixed order."""
+                  vary_flags: Sequence[str] = (), search: bool = True) -> tuple[Setting, ...]:
+    """Every (option x varied values) combination, in a fixed order.
+
+    In a layout search the layout keys (``parallelism.tp``, ...) are the search's own axes and
+    cannot be varied; the other ``parallelism`` keys (``global_batch``) can.
+    """
     axes = dict(vary)
     for text in vary_flags:
         key, items = parse_values("--vary", text)
         axes[key] = items
     for key in axes:
-        if key.startswith("parallelism."):
+        name = key.removeprefix("parallelism.")
+        if search and key.startswith("parallelism.") and name in LAYOUT_KEYS:
             raise SpecError("--vary", f"{key} is a layout axis of the search: restrict it with "
-                            f"--search {key.removeprefix('parallelism.')}=... (or use "
-                            "--layouts fixed)")
+                            f"--search {name}=... (or use --layouts fixed)")
     out = [Setting(option=name, overrides=(*own, *extra), columns=(*own_cols, *extra_cols))
            for name, own, own_cols in _options(options, source)
            for extra, extra_cols in _product(axes)]
@@ -196,7 +200,10 @@ def _product(axes: Mapping[str, list[Any]]
 
 
 def _column(value: object) -> Any:
-    return value if isinstance(value, str | int | float | bool) else yaml_text(value)
+    """A varied value as a result column: scalars as they are, ``null`` empty, the rest as YAML."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return yaml_text(value)
 
 
 def _options(raw: object, source: str

@@ -200,3 +200,23 @@ def test_huge_clusters_are_refused_not_enumerated(tmp_path: Path,
            "parallelism": {"global_batch": 2**22}}
     assert main(["sweep", str(_write(tmp_path, doc, "big.yaml")), "--quiet"]) == 2
     assert "a layout search takes at most 2,097,152" in capsys.readouterr().err
+
+
+def test_non_layout_parallelism_keys_and_nulls_can_be_varied(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Found while writing the tutorial: --vary parallelism.global_batch was refused, and a null
+    among varied values crashed the tables (an int and a str in one column)."""
+    out = _sweep_json(capsys, str(tiny_path(tmp_path)), *SEARCH,
+                      "--vary", "parallelism.global_batch=64,128", "--out", str(tmp_path / "o"))
+    assert {r["parallelism.global_batch"] for r in out["top"]} <= {64, 128}
+    fixed = _sweep_json(capsys, str(tiny_path(tmp_path)), "--layouts", "fixed",
+                        "--vary", "parallelism.tp=1,2", "--out", str(tmp_path / "f"))
+    assert sorted(r["tp"] for r in fixed["top"]) == [1, 2]
+    doc = {**SCENARIO, "sweep": {"layouts": "fixed",
+                                 "vary": {"training.tokens": [1.0e9, None]}}}
+    mixed = _sweep_json(capsys, str(_write(tmp_path, doc, "n.yaml")), "--out", str(tmp_path / "n"))
+    assert {r["training.tokens"] for r in mixed["top"]} == {1.0e9, None}
+
+
+def tiny_path(tmp_path: Path) -> Path:
+    return _write(tmp_path, SCENARIO, "tiny.yaml")
