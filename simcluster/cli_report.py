@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     """Add ``report`` to the subcommands of ``simcluster``."""
     p = sub.add_parser(
         "report", help="write a self-contained HTML report of a scenario run or of sweep results",
-        description="SCENARIO (a YAML file): run it like 'simcluster run' and write OUT/index.html "
+        description="SCENARIO (a YAML file): run it like 'simcluster run' and write DIR/index.html "
                     "with the summary (step time, tokens/s, MFU, memory fit, cost, time to "
                     "train), the time breakdown, memory per GPU by category, the pipeline Gantt "
                     "(DES, pp > 1), goodput against the checkpoint interval (with a reliability "
