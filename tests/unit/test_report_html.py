@@ -207,3 +207,17 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureF
     assert "parallelism.tp" in _fails(capsys, str(good), "-o", out, "--set", "parallelism.tp=3")
     assert "--set" in _fails(capsys, str(empty), "-o", out, "--set", "parallelism.tp=2")
     assert not (tmp_path / "r").exists()
+
+
+def test_parquet_only_directory_gives_the_same_page(
+        sweep_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    only = tmp_path / "parquet"
+    only.mkdir()
+    (only / "results.parquet").write_bytes((sweep_dir / "results.parquet").read_bytes())
+    from_csv = _report(capsys, sweep_dir, tmp_path / "a")
+    from_parquet = _report(capsys, only, tmp_path / "b")
+
+    def body(html: str) -> str:  # the results path and the title's directory name differ
+        return html.split('<section id="top">')[1]
+
+    assert body(from_parquet) == body(from_csv)
