@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from simcluster import cli_collective, cli_reliability, cli_sweep, cli_topology
+from simcluster import cli_collective, cli_reliability, cli_report, cli_sweep, cli_topology
 from simcluster.errors import SpecError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -128,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_collective.add_parser(sub)
     cli_reliability.add_parser(sub)
     cli_sweep.add_parser(sub)
+    cli_report.add_parser(sub)
     p = sub.add_parser("catalog", help="list the presets (accelerators, models, software stacks, topologies)")
     p.add_argument("kind", nargs="?", choices=CATALOG_KINDS)
     p.set_defaults(handler=_catalog)
