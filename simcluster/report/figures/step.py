@@ -87,7 +87,9 @@ def heatmap(rows: Sequence[Mapping[str, Any]], path: str | Path, title: str = ""
             for x, value in enumerate(line):
                 if value == value:  # not NaN
                     ax.text(x, y, f"{value:.3g}", ha="center", va="center", fontsize=7,
-                            color="white")
+                            color="black",
+                            bbox={"boxstyle": "round,pad=0.15", "fc": "white", "alpha": 0.6,
+                                  "lw": 0})
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     return save(fig, path, rows)

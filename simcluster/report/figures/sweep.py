@@ -45,7 +45,11 @@ def pareto(rows: Sequence[Row], path: str | Path, title: str = "") -> list[Path]
     ax.step(fx, fy, where="post", color="black", linewidth=1)
     ax.scatter(fx, fy, s=40, color="C3", edgecolors="black", zorder=3,
                label=f"Pareto front ({len(front)})")
+    shown: set[tuple[float, float]] = set()
     for r, x, y in zip(front, fx, fy, strict=True):
+        if (round(x, 6), round(y, 2)) in shown:  # layouts tied on both axes: label the first
+            continue
+        shown.add((round(x, 6), round(y, 2)))
         ax.annotate(str(r.get("label", "")), (x, y), textcoords="offset points", xytext=(6, 4),
                     fontsize=7)
     if days:
