@@ -2,7 +2,8 @@
 
 Sweeps ``scenarios/1k-h100-reliability.yaml`` (128 DGX H100, Llama 3 failure rate, synchronous
 0.98 TB checkpoints at 200 GB/s) over 5..90 min with common random numbers, and writes
-``docs/img/goodput_vs_interval.png`` with its SVG and a CSV of the points. Needs matplotlib (``pip install simcluster[plots]``).
+``docs/img/goodput_vs_interval.png`` with its SVG and a CSV of the points. Needs matplotlib
+(``pip install simcluster[plots]``).
 Usage: ``python analysis/plot_goodput_interval.py [--replicas N] [--out FILE]``.
 """
 

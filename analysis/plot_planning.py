@@ -3,7 +3,8 @@
 Reads the results CSV of ``simcluster sweep scenarios/plan-10b-300b.yaml`` (one row per candidate
 layout; those with ``status`` ok are timed), marks each option's cheapest layout with its layout,
 and draws the Pareto front (no other layout is both faster and cheaper). Writes a PNG, an SVG and
-a CSV of the plotted layouts (default: ``planning.png`` next to the results CSV). Needs matplotlib (``pip install simcluster[plots]``).
+a CSV of the plotted layouts (default: ``planning.png`` next to the results CSV). Needs
+matplotlib (``pip install simcluster[plots]``).
 Usage: ``python analysis/plot_planning.py [RESULTS.csv] [--out FILE]``.
 """
 
