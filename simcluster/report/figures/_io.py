@@ -16,12 +16,15 @@ from typing import Any
 #: Suffixes each figure writes, in the order the paths are returned.
 SUFFIXES = (".png", ".svg", ".csv")
 DPI = 120
+#: Fixed salt of the SVG element ids (matplotlib draws random ones otherwise).
+HASH_SALT = "simcluster"
 
 
 def pyplot() -> Any:
     """``matplotlib.pyplot`` on the Agg backend, imported on first use."""
     matplotlib: Any = importlib.import_module("matplotlib")
     matplotlib.use("Agg")
+    matplotlib.rcParams["svg.hashsalt"] = HASH_SALT  # same figure, same SVG ids
     return importlib.import_module("matplotlib.pyplot")
 
 
@@ -55,7 +58,7 @@ def save(fig: Any, path: str | Path, rows: Sequence[Mapping[str, Any]]) -> list[
     png.parent.mkdir(parents=True, exist_ok=True)
     try:
         fig.savefig(png, dpi=DPI)
-        fig.savefig(svg)
+        fig.savefig(svg, metadata={"Date": None})
     finally:
         pyplot().close(fig)
     return [png, svg, write_csv(table, rows)]

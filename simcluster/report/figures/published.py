@@ -85,6 +85,7 @@ def goodput(sweep: Mapping[str, Any], path: str | Path, title: str = "") -> list
     sweep's points (``SweepResult.to_dict()["interval_sweep"]``)."""
     png, svg, table = targets(path)
     png.parent.mkdir(parents=True, exist_ok=True)
+    pyplot()  # Agg and the fixed SVG salt
     plot_goodput_interval(dict(sweep), png, title)
     plot_goodput_interval(dict(sweep), svg, title)
     return [png, svg, write_csv(table, sweep["interval_sweep"])]

@@ -8,17 +8,23 @@ from typing import Any
 
 from simcluster.report.figures._io import pyplot, save, targets, write_csv
 from simcluster.report.gantt import COLOURS, gantt
+from simcluster.report.gantt import _rows as gantt_rows
 
 #: Categories of ``time_breakdown_s`` in stacking order (the DES and analytical engines share them).
 CATEGORIES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble",
               "optimizer", "other")
 #: Columns of the Gantt CSV: one row per ``X`` span of the trace.
 SPAN_KEYS = ("pid", "tid", "name", "cat", "ts", "dur")
+#: Rows of the Gantt (as :func:`simcluster.report.gantt.gantt` draws by default).
+MAX_ROWS = 48
 
 
-def spans(events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The ``X`` spans of a Chrome trace event list, reduced to :data:`SPAN_KEYS`."""
-    return [{k: e.get(k, "") for k in SPAN_KEYS} for e in events if e.get("ph") == "X"]
+def spans(events: Sequence[dict[str, Any]], max_rows: int = MAX_ROWS) -> list[dict[str, Any]]:
+    """The ``X`` spans the Gantt draws (those of its first ``max_rows`` rows), reduced to
+    :data:`SPAN_KEYS`."""
+    drawn = set(list(gantt_rows(events))[:max_rows])
+    return [{k: e.get(k, "") for k in SPAN_KEYS} for e in events
+            if e.get("ph") == "X" and (e.get("pid"), e.get("tid")) in drawn]
 
 
 def gantt_figure(events: Sequence[dict[str, Any]], path: str | Path, title: str = "",
@@ -26,8 +32,9 @@ def gantt_figure(events: Sequence[dict[str, Any]], path: str | Path, title: str 
     """The Gantt of a traced step (:func:`simcluster.report.gantt.gantt`) as PNG and SVG, with
     the spans (microseconds, as in the trace) in the CSV; ``window_ms`` zooms on an interval."""
     png, svg, table = targets(path)
-    gantt(events, png, title=title, window_ms=window_ms)
-    gantt(events, svg, title=title, window_ms=window_ms)
+    pyplot()  # Agg and the fixed SVG salt
+    gantt(events, png, title=title, max_rows=MAX_ROWS, window_ms=window_ms)
+    gantt(events, svg, title=title, max_rows=MAX_ROWS, window_ms=window_ms)
     return [png, svg, write_csv(table, spans(events))]
 
 
