@@ -144,7 +144,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, script: str, file: str
 def test_missing_file_is_one_line_and_exit_2(tmp_path: Path, script: str) -> None:
     done = _script(tmp_path, script, "absent.file")
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and "absent.file" in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert "absent.file" in done.stderr
 
 
 def test_scripts_write_next_to_their_input(tmp_path: Path) -> None:
@@ -170,7 +171,8 @@ def test_make_figures_lists_every_figure_with_its_target_and_page() -> None:
     names = [row[0] for row in listed]
     assert len(names) == len(set(names)) >= 8
     for name, target, page in listed:
-        assert target.startswith("img/") and target.endswith(".png"), name
+        assert target.startswith("img/"), name
+        assert target.endswith(".png"), name
         assert (ROOT / page).is_file(), page
         assert target in (ROOT / page).read_text(encoding="utf-8"), f"{page} does not show {target}"
 
@@ -185,7 +187,8 @@ def test_every_image_in_the_docs_is_made_by_make_figures() -> None:
 
 def test_make_figures_unknown_name_is_one_line(tmp_path: Path) -> None:
     done = _script(tmp_path, "make_figures.py", "--only", "nope", "--out", str(tmp_path))
-    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1
     assert "unknown figure 'nope'" in done.stderr
 
 
