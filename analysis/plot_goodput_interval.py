@@ -2,7 +2,8 @@
 
 Sweeps ``scenarios/1k-h100-reliability.yaml`` (128 DGX H100, Llama 3 failure rate, synchronous
 0.98 TB checkpoints at 200 GB/s) over 5..90 min with common random numbers, and writes
-``docs/img/goodput_vs_interval.png``. Needs matplotlib (``pip install simcluster[plots]``).
+``docs/img/goodput_vs_interval.png`` with its SVG and a CSV of the points. Needs matplotlib
+(``pip install simcluster[plots]``).
 Usage: ``python analysis/plot_goodput_interval.py [--replicas N] [--out FILE]``.
 """
 
@@ -17,7 +18,8 @@ from pathlib import Path
 from _guard import guarded
 
 from simcluster.horizon import interval_sweep
-from simcluster.report.reliability import plot_goodput_interval, sweep_text
+from simcluster.report.figures import goodput
+from simcluster.report.reliability import sweep_text
 from simcluster.spec import load_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,10 +38,9 @@ def main(argv: Sequence[str]) -> int:
     sweep = interval_sweep(scenario, intervals, replicas=args.replicas, jobs=2).to_dict()
     print(sweep_text(sweep))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    plot_goodput_interval(sweep, args.out,
-                          title=f"{scenario.name}: goodput vs checkpoint interval "
-                                f"({args.replicas} replicas per point)")
-    print(f"wrote {args.out}")
+    written = goodput(sweep, args.out, title=f"{scenario.name}: goodput vs checkpoint interval "
+                                             f"({args.replicas} replicas per point)")
+    print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
 

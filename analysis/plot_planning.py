@@ -2,8 +2,9 @@
 
 Reads the results CSV of ``simcluster sweep scenarios/plan-10b-300b.yaml`` (one row per candidate
 layout; those with ``status`` ok are timed), marks each option's cheapest layout with its layout,
-and draws the Pareto front (no other layout is both faster and cheaper). Writes a PNG (default:
-``planning.png`` next to the CSV). Needs matplotlib (``pip install simcluster[plots]``).
+and draws the Pareto front (no other layout is both faster and cheaper). Writes a PNG, an SVG and
+a CSV of the plotted layouts (default: ``planning.png`` next to the results CSV). Needs
+matplotlib (``pip install simcluster[plots]``).
 Usage: ``python analysis/plot_planning.py [RESULTS.csv] [--out FILE]``.
 """
 
@@ -15,21 +16,19 @@ import importlib
 import math
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from _guard import guarded
 
 from simcluster.errors import SpecError
+from simcluster.report.figures import planning
 
 DEFAULT_CSV = Path("runs") / "sweep" / "plan-10b-300b" / "results.csv"
 #: Columns the figure reads; the sweep writes more (schedule, recompute, mfu, ...).
 INT_COLUMNS = ("cluster.nodes", "tp", "pp", "cp", "dp", "micro_batch")
 FLOAT_COLUMNS = ("time_to_train_days", "cost_usd")
-#: Cost on a log axis when the most expensive point costs more than this many times the cheapest.
-LOG_SPREAD = 10.0
-MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 FALSE = ("false", "0", "no", "")
 
 
@@ -116,47 +115,15 @@ def pareto_front(layouts: Iterable[Layout]) -> list[Layout]:
     return front
 
 
-def plot(layouts: Sequence[Layout], out: Path, title: str) -> None:
-    """Time to train (days, x) against cost (USD, y), each option's best annotated, the front drawn."""
-    matplotlib: Any = importlib.import_module("matplotlib")  # optional dependency, imported lazily
-    matplotlib.use("Agg")
-    plt: Any = importlib.import_module("matplotlib.pyplot")
-    fig, ax = plt.subplots(figsize=(9, 6))
-    options = list(best_per_option(layouts))
-    for i, option in enumerate(options):
-        mine = [x for x in layouts if x.option == option]
-        ax.scatter([x.days for x in mine], [x.cost_usd for x in mine], s=8, alpha=0.4,
-                   marker=MARKERS[i % len(MARKERS)], color=f"C{i}", label=option)
-    days = [x.days for x in layouts]
-    log_x = min(days) > 0 and max(days) / min(days) > LOG_SPREAD
-    middle = (math.log(min(days) * max(days)) / 2 if log_x else (min(days) + max(days)) / 2)
-    for i, (option, best) in enumerate(best_per_option(layouts).items()):
-        ax.scatter([best.days], [best.cost_usd], s=90, marker=MARKERS[i % len(MARKERS)],
-                   color=f"C{i}", edgecolors="black", zorder=3)
-        # Labels of the slower points go to their left, inside the axes; each option's label sits
-        # on its own line so options with the same best point stay readable.
-        left = (math.log(best.days) if log_x else best.days) > middle
-        ax.annotate(f"{option}: {best.label}, {best.days:.0f} d, ${best.cost_usd:,.0f}",
-                    (best.days, best.cost_usd), textcoords="offset points",
-                    xytext=(-8 if left else 8, 6 + 11 * i), ha="right" if left else "left",
-                    fontsize=8, arrowprops={"arrowstyle": "-", "color": f"C{i}", "lw": 0.5})
-    front = pareto_front(layouts)
-    ax.step([x.days for x in front], [x.cost_usd for x in front], where="post", color="black",
-            linewidth=1, label="Pareto front (time vs cost)")
-    costs = [x.cost_usd for x in layouts]
-    if min(costs) > 0 and max(costs) / min(costs) > LOG_SPREAD:
-        ax.set_yscale("log")
-    if log_x:
-        ax.set_xscale("log")
-    ax.set_xlabel("time to train (days)")
-    ax.set_ylabel("cost to train (USD)")
-    ax.yaxis.set_major_formatter(matplotlib.ticker.StrMethodFormatter("${x:,.0f}"))
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    plt.close(fig)
+def rows(layouts: Iterable[Layout]) -> list[dict[str, Any]]:
+    """The plotted data: each layout's fields and its label."""
+    return [{**asdict(x), "label": x.label} for x in layouts]
+
+
+def plot(layouts: Sequence[Layout], out: Path, title: str) -> list[Path]:
+    """Time to train (days, x) against cost (USD, y), each option's best annotated, the front drawn
+    (:func:`simcluster.report.figures.planning`): PNG, SVG and CSV; returns their paths."""
+    return planning(rows(layouts), out, title)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -173,9 +140,9 @@ def main(argv: Sequence[str]) -> int:
         print(f"{option:24s} {best.label:28s} {best.days:8.1f} days  ${best.cost_usd:>14,.0f}")
     out = Path(args.out) if args.out else path.parent / "planning.png"
     out.parent.mkdir(parents=True, exist_ok=True)
-    plot(layouts, out, f"{path.parent.name or path.stem}: time vs cost to train, best layout "
-                       "per option")
-    print(f"wrote {out}")
+    written = plot(layouts, out, f"{path.parent.name or path.stem}: time vs cost to train, best "
+                                 "layout per option")
+    print("wrote " + ", ".join(str(p) for p in written))
     return 0
 
 

@@ -14,6 +14,8 @@ from typing import Any
 COLOURS = {"compute": "#4C72B0", "pp_comm": "#DD8452", "dp_comm": "#55A868",
            "bubble": "#D9D9D9", "optimizer": "#8172B3", "tp_comm": "#64B5CD",
            "cp_comm": "#CCB974", "ep_comm": "#C44E52", "other": "#937860"}
+#: A row-and-colour group with more spans than this is drawn as an image inside vector output.
+RASTER_SPANS = 200
 
 
 def _rows(events: Sequence[dict[str, Any]]) -> dict[tuple[int, int], str]:
@@ -42,16 +44,16 @@ def gantt(events: Sequence[dict[str, Any]], path: str | Path, title: str = "",
     rows = dict(list(_rows(events).items())[:max_rows])
     index = {key: i for i, key in enumerate(rows)}
     fig, ax = plt.subplots(figsize=(14, 0.32 * len(rows) + 1.6))
-    # one broken_barh per (row, colour): per-span calls took a minute on a 1024-GPU step
-    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    bars: dict[tuple[int, str], list[tuple[float, float]]] = {}  # one artist per row and colour
     for e in events:
         key = (e.get("pid"), e.get("tid"))
         if e["ph"] != "X" or key not in index:
             continue
         colour = COLOURS.get(e.get("cat", "other"), COLOURS["other"])
         bars.setdefault((index[key], colour), []).append((e["ts"] / 1e3, e["dur"] / 1e3))
-    for (row, colour), spans in bars.items():
-        ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=colour, edgecolors="none")
+    for (row, colour), spans in bars.items():  # rasterized: an SVG of a big step stays small
+        ax.broken_barh(spans, (row - 0.4, 0.8), facecolors=colour, edgecolors="none",
+                       rasterized=len(spans) > RASTER_SPANS)
     ax.set_yticks(range(len(rows)), list(rows.values()), fontsize=7)
     ax.invert_yaxis()
     if window_ms is not None:
