@@ -69,6 +69,18 @@ def _gantt(scenario: str, trace: str, *zoom: str, title: str) -> Callable[[Path,
     return steps
 
 
+def _seed(name: str) -> Callable[[Path, Path], Steps]:
+    """A seed figure script (analysis/plot_seed_*.py): it draws all its figures at once, so it
+    runs once per regeneration (a marker in the scratch directory) for the figures it shares."""
+    def steps(tmp: Path, png: Path) -> Steps:
+        marker = tmp / f"{name}.done"
+        if marker.exists():
+            return []
+        touch = [sys.executable, "-c", f"open({str(marker)!r}, 'w').close()"]
+        return [script(name, "--out-dir", str(png.parent)), touch]
+    return steps
+
+
 def _breakdown(tmp: Path, png: Path) -> Steps:
     runs = [simcluster("run", str(SCENARIOS / "default.yaml"), "--json",
                        *[a for o in sets for a in ("--set", o)], "--out-file", str(tmp / f"{stem}.json"))
@@ -128,6 +140,16 @@ FIGURES = (
                                     str(png))]),
     Figure("validation", "validation-scatter.png", "docs/validation.md",
            lambda tmp, png: [script("plot_validation.py", "--out", str(png))]),
+    Figure("seed-boxes", "seed-10b-boxes.png", "docs/seeds.md", _seed("plot_seed_hardware.py")),
+    Figure("seed-comm", "seed-comm-share.png", "docs/seeds.md", _seed("plot_seed_hardware.py")),
+    Figure("seed-uninterr", "seed-uninterrupted.png", "docs/seeds.md",
+           _seed("plot_seed_reliability.py")),
+    Figure("seed-ckpt", "seed-checkpoint-modes.png", "docs/seeds.md",
+           _seed("plot_seed_reliability.py")),
+    Figure("seed-spares", "seed-spares-elastic.png", "docs/seeds.md",
+           _seed("plot_seed_reliability.py")),
+    Figure("seed-perturb", "seed-degraded-stragglers.png", "docs/seeds.md",
+           _seed("plot_seed_perturb.py")),
 )
 
 
@@ -154,7 +176,7 @@ def make(figures: Sequence[Figure], out: Path) -> None:
             start = time.perf_counter()
             for command in figure.steps(Path(scratch), out / figure.target):
                 _run(command)
-            print(f"{figure.name:12s} {out / figure.target} ({time.perf_counter() - start:.1f} s)",
+            print(f"{figure.name:13s} {out / figure.target} ({time.perf_counter() - start:.1f} s)",
                   flush=True)
 
 
@@ -173,7 +195,7 @@ def main(argv: Sequence[str]) -> int:
     chosen = [f for f in FIGURES if args.only is None or f.name in args.only]
     if args.list:
         for f in chosen:
-            print(f"{f.name:12s} img/{f.target:28s} {f.page}")
+            print(f"{f.name:13s} img/{f.target:30s} {f.page}")
         return 0
     start = time.perf_counter()
     make(chosen, Path(args.out))
