@@ -124,12 +124,27 @@ class SamplePath:
         """Events in (time, kind) order, ending with ``HORIZON`` when the horizon is finite."""
         start, horizon, span = 0.0, self.cfg.horizon_s, chunk_span_s(self.cfg)
         while start < horizon and not self._exhausted():
+            # Chunks before the next event's are empty: step over them whole, on the same chunk
+            # boundaries (so the draws are those of visiting each), instead of one by one (at
+            # tiny failure rates that was millions of chunks with no event between two yields).
+            ahead = (self._next_s() - start) / span
+            skip = math.floor(ahead) if math.isfinite(ahead) else 0
+            if skip >= 1:
+                start = min(horizon, start + skip * span)
+                continue
             end = min(start + span, horizon)
             yield from self._chunk(end)
             start = end
         yield from sorted(e for e in self.pending if e[0] <= horizon)
         if math.isfinite(horizon):
             yield (horizon, HORIZON, -1, 0.0)
+
+    def _next_s(self) -> float:
+        """The earliest time any source has an event at (inf when none will)."""
+        times = [s.next_t for s in (self.failures, self.planned, self.stragglers)]
+        times += [float(np.min(w.next_t)) for _, w in self.weibull if np.size(w.next_t)]
+        times += [self.pending[0][0]] if self.pending else []
+        return min(times, default=math.inf)
 
     def _exhausted(self) -> bool:
         """No source can produce another event (all rates zero)."""
