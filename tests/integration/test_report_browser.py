@@ -20,6 +20,7 @@ import yaml
 
 import simcluster
 from simcluster.cli import main
+from tests.tiny import tiny_scenario
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome")
 BROWSER = next((found for name in BROWSERS if (found := shutil.which(name))), None)
@@ -37,17 +38,10 @@ pytestmark = [
                        "chromium"),
 ]
 
-SCENARIO: dict[str, Any] = {
-    "name": "browser <b>check</b>",
-    "model": {"name": "tiny", "layers": 8, "hidden": 1024, "heads": 16, "ffn_hidden": 4096,
-              "vocab": 32000, "seq_len": 1024},
-    "cluster": {"topology": "dgx-a100-80gb", "nodes": 2},
-    "parallelism": {"tp": 2, "pp": 2, "global_batch": 64},
-    "training": {"tokens": 1.0e9},
-    "cost": {"rent_per_gpu_hour_usd": 2.0},
-    "reliability": {"failure_rate_per_node_day": 0.5, "restart_s": 300},
-    "checkpoint": {"interval_min": 5, "mode": "sync", "storage_write_GBps": 10},
-}
+SCENARIO: dict[str, Any] = tiny_scenario(
+    "browser <b>check</b>",
+    reliability={"failure_rate_per_node_day": 0.5, "restart_s": 300},
+    checkpoint={"interval_min": 5, "mode": "sync", "storage_write_GBps": 10})
 
 
 def _chromium(*args: str) -> str:

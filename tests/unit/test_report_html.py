@@ -17,17 +17,10 @@ import yaml
 import simcluster
 from simcluster.cli import main
 from simcluster.report.html_sweep import rejections, tp_pp_cells
+from tests.tiny import tiny_scenario
 
 NAME = 'tiny <script>alert("x")</script> & co'
-SCENARIO: dict[str, Any] = {
-    "name": NAME,
-    "model": {"name": "tiny", "layers": 8, "hidden": 1024, "heads": 16, "ffn_hidden": 4096,
-              "vocab": 32000, "seq_len": 1024},
-    "cluster": {"topology": "dgx-a100-80gb", "nodes": 2},
-    "parallelism": {"tp": 2, "pp": 2, "global_batch": 64},
-    "training": {"tokens": 1.0e9},
-    "cost": {"rent_per_gpu_hour_usd": 2.0},
-}
+SCENARIO: dict[str, Any] = tiny_scenario(NAME)
 RELIABILITY = {"reliability": {"failure_rate_per_node_day": 0.5, "restart_s": 300},
                "checkpoint": {"interval_min": 5, "mode": "sync", "storage_write_GBps": 10}}
 SEARCH = ["tp=1,2,4", "pp=1,2", "recompute=none,full", "zero_stage=0,1", "micro_batch=1,2"]

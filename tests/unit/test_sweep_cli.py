@@ -16,16 +16,9 @@ import simcluster
 from simcluster.cli import main
 from simcluster.run.single import simulate
 from simcluster.spec import load_scenario
+from tests.tiny import tiny_scenario
 
-SCENARIO: dict[str, Any] = {
-    "name": "tiny-sweep",
-    "model": {"name": "tiny", "layers": 8, "hidden": 1024, "heads": 16, "ffn_hidden": 4096,
-              "vocab": 32000, "seq_len": 1024},
-    "cluster": {"topology": "dgx-a100-80gb", "nodes": 2},
-    "parallelism": {"tp": 2, "pp": 2, "global_batch": 64},
-    "training": {"tokens": 1.0e9},
-    "cost": {"rent_per_gpu_hour_usd": 2.0},
-}
+SCENARIO: dict[str, Any] = tiny_scenario("tiny-sweep")
 SEARCH = ["--search", "recompute=none,full", "--search", "schedule=1f1b,interleaved",
           "--search", "micro_batch=1,2,4", "--search", "zero_stage=0,1"]
 
