@@ -22,7 +22,7 @@ from simcluster.flows import FlowModel, contention
 from simcluster.report.table import format_table
 from simcluster.spec import load_scenario, load_topology
 from simcluster.spec.hardware import TopologySpec
-from simcluster.topology import build_graph
+from simcluster.topology import build_graph, summarize
 
 REPEATS = 3
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,7 +83,11 @@ def main() -> None:
     rows.append(["Tier B all-reduce sweep 1K:8G (24 sizes), 128 x dgx-h100, graph included",
                  f"{tier_b_sweep_s():.3f}", "0.5", "-"])
     seconds, _ = _best(lambda: build_graph(topo, NODES))
-    rows.append(["link graph, 2048 x dgx-h100 fat tree (topology.build_graph)", f"{seconds:.3f}", "-", "-"])
+    rows.append(["link graph, 2048 x dgx-h100 fat tree (topology.build_graph)", f"{seconds:.3f}", "2",
+                 "-"])
+    seconds, _ = _best(lambda: summarize(topo, 128))
+    rows.append(["topology summary with bisection max-flow, 128 x dgx-h100 (topology.summarize)",
+                 f"{seconds:.3f}", "1.5", "-"])
     for spray, algo, protocol in [(True, "ring", "Simple"), (False, "ring", "Simple"),
                                   (True, "ring", "auto")]:
         runs = [_tier_b(topo, spray, algo, protocol)() for _ in range(REPEATS)]
