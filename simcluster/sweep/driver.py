@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError, SpecError
 from simcluster.sweep.config import Plan
 from simcluster.sweep.evaluate import AnalyticalTask
 from simcluster.sweep.progress import Progress
@@ -232,7 +232,7 @@ def _goodput_pass(task: AnalyticalTask, outcome: SweepOutcome, execution: Execut
 def _setting(row: Row) -> int:
     index = row.get("setting")
     if not isinstance(index, int):
-        raise SpecError("sweep", "internal: a row without its setting index")
+        raise InvariantError(f"a sweep row without its setting index: {row!r}")
     return index
 
 
@@ -255,4 +255,4 @@ def _pareto(rows: list[Row], ranked: list[int], axes: tuple[str, str]) -> list[i
 def _num(value: object) -> float:
     if isinstance(value, int | float):
         return float(value)
-    raise SpecError("sweep", f"internal: {value!r} is not a number")
+    raise InvariantError(f"a Pareto coordinate is not a number: {value!r}")
