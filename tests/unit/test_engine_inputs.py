@@ -14,8 +14,8 @@ from simcluster.run.single import engine_step, simulate
 from simcluster.spec import load_scenario
 
 STRAGGLER = Path(__file__).parents[2] / "scenarios" / "straggler-gpu.yaml"
-#: Closed forms vs DES on a slow GPU (docs/des.md, "Slow GPUs in the analytical engine"): the
-#: analytical fill and drain prices every stage at the average stage, which overstates the
+#: Closed forms vs DES on a slow GPU (docs/des.md, "Slow GPUs and degraded links in the analytical
+#: engine"): the analytical fill and drain prices every stage at the average stage, which overstates the
 #: bubble when one stage is slower than the others; the bound is that approximation's, 3 %.
 AGREEMENT = 0.03
 NO_SLOWDOWN = "perturbations.gpu_slowdown=[]"
