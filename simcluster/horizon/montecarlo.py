@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
+from simcluster.errors import SpecError
 from simcluster.horizon.bounds import check_bounds, mean_recovery_s
 from simcluster.horizon.config import HorizonConfig, horizon_config
 from simcluster.horizon.engine import run_simpy
@@ -33,8 +34,15 @@ ENGINES: dict[str, Callable[[JobMachine, SamplePath], ReplicaRecord]] = {
     "fast": run_fast, "simpy": run_simpy}
 
 
+def check_engine(engine: str) -> None:
+    """Raise a SpecError naming ``engine`` unless it is one of :data:`ENGINES`."""
+    if engine not in ENGINES:
+        raise SpecError("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
+
+
 def run_replica(cfg: HorizonConfig, seed: int, replica: int, engine: str = "fast") -> ReplicaRecord:
     """One replica of ``cfg`` on the sample path ``(seed, replica)``."""
+    check_engine(engine)
     return ENGINES[engine](JobMachine(cfg), SamplePath(cfg, seed, replica))
 
 
@@ -46,6 +54,7 @@ def _run_range(cfg: HorizonConfig, seed: int, first: int, last: int, engine: str
 def run_replicas(cfg: HorizonConfig, replicas: int, seed: int, engine: str = "fast",
                  jobs: int = 1) -> tuple[ReplicaRecord, ...]:
     """Records of replicas ``0 .. replicas-1``, in order, over ``jobs`` worker processes."""
+    check_engine(engine)
     if jobs <= 1 or replicas < 2 * jobs:
         return tuple(_run_range(cfg, seed, 0, replicas, engine))
     bounds = [replicas * k // jobs for k in range(jobs + 1)]
@@ -90,10 +99,14 @@ def step_and_engine(scenario: Scenario, step_time_s: float | None, step_engine: 
                     ) -> tuple[float, str]:
     """The nominal step time and the name of the engine that gave it.
 
-    Without ``step_time_s``: the analytical estimate (``analytical``); with it: ``step_engine``
-    (``given`` when not named).
+    Without ``step_time_s``: the analytical estimate (``analytical``; it slows the slow GPUs'
+    stages, but link degradations need ``run.single.engine_step``, so they are rejected here);
+    with it: ``step_engine`` (``given`` when not named).
     """
     if step_time_s is None:
+        if scenario.perturbations.link_bandwidth:
+            raise SpecError("perturbations.link_bandwidth", "a degraded link needs the step from "
+                            "run.single.engine_step: pass it as step_time_s")
         return estimate_step(scenario).iteration_time_s, "analytical"
     return step_time_s, step_engine or "given"
 

@@ -16,6 +16,12 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
    layer by layer every micro-batch, hidden behind the layers' compute as far as prefetching
    allows (:mod:`.zero3`).
 4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
+5. Slow GPUs (``perturbations.gpu_slowdown``, :mod:`.slowdown`): a slow GPU's TP group runs its
+   compute (forward, backward, weight gradient, optimizer) at the GPU's speed; its communication
+   is unchanged (links, not SMs, bound it), as in the iteration engine. The slowed stage may
+   become the critical stage, and its longer compute enters the fill and drain through the average
+   stage. DP replicas run independently until the gradient reduction, where every replica waits
+   for the slowest, so the step is the slowest perturbed replica's (steps 1-4 with its speeds).
 
 Left out, stated: data loading, logging, kernel launch gaps, host-side jitter (category
 ``other`` is 0), and contention between concurrent collectives (the flow-level tier models it).
@@ -23,6 +29,7 @@ Left out, stated: data loading, logging, kernel launch gaps, host-side jitter (c
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, fields
 
 from simcluster.perf import comm_plan
@@ -39,6 +46,7 @@ from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_
 from simcluster.perf.memory import grad_bytes_of, stage_params
 from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
 from simcluster.perf.pipeline import bubble_time_s
+from simcluster.perf.slowdown import replica_stage_speeds
 from simcluster.perf.zero3 import zero3_layer, zero3_step_s
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
@@ -259,14 +267,24 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTime
     return best
 
 
-def _optimizer_s(s: Scenario, shapes: tuple[_Stage, ...]) -> float:
+def _optimizer_s(s: Scenario, shapes: tuple[_Stage, ...], speeds: tuple[float, ...]) -> float:
+    """The slowest stage's optimizer step (each at its compute ``speeds``)."""
     par = s.parallelism
     shards = par.dp * par.cp if par.zero_stage >= 1 else 1
     acc = s.cluster.topology.accelerator
     worst = 0.0
-    for held in {shape.held: None for shape in shapes}:  # distinct counts, first-seen order
-        worst = max(worst, optimizer_step_time_s(acc, held, shards))
+    # distinct (count, speed) pairs, first-seen order
+    for held, speed in {(shape.held, v): None for shape, v in zip(shapes, speeds, strict=True)}:
+        worst = max(worst, optimizer_step_time_s(acc, held, shards) / speed)
     return worst
+
+
+def _slowed(stages: tuple[StageTimes, ...], speeds: tuple[float, ...]) -> tuple[StageTimes, ...]:
+    """``stages`` with each stage's compute at its speed (1.0: unchanged; comm never scales)."""
+    return tuple(st if v == 1.0 else dataclasses.replace(
+        st, forward_compute_s=st.forward_compute_s / v,
+        backward_compute_s=st.backward_compute_s / v, wgrad_s=st.wgrad_s / v)
+        for st, v in zip(stages, speeds, strict=True))
 
 
 @memoised()
@@ -280,11 +298,25 @@ def _hardware_flops(model: ModelSpec, global_batch: int, recompute: str) -> floa
 
 
 def estimate_step(s: Scenario) -> StepEstimate:
-    """The analytical iteration time of ``s`` with its breakdown (sums exactly to the step)."""
+    """The analytical iteration time of ``s`` with its breakdown (sums exactly to the step).
+
+    With slow GPUs, the step of the slowest perturbed DP replica (every replica waits for it at
+    the gradient reduction; item 5 of the module docstring).
+    """
+    replicas = replica_stage_speeds(s)
+    if not replicas:
+        return _estimate(s, (1.0,) * s.parallelism.pp)
+    return max((_estimate(s, speeds) for speeds in replicas.values()),
+               key=lambda est: est.iteration_time_s)
+
+
+def _estimate(s: Scenario, speeds: tuple[float, ...]) -> StepEstimate:
+    """The step of one DP replica whose stages compute at ``speeds``."""
     par = s.parallelism
     groups = comm_plan.groups(s)
     shapes = _stages(s)
-    stages = _stage_times(s, groups, shapes, keyed_accelerator(s.cluster.topology.accelerator))
+    stages = _slowed(_stage_times(s, groups, shapes,
+                                  keyed_accelerator(s.cluster.topology.accelerator)), speeds)
     crit = max(stages, key=lambda st: st.total_s)
     m = par.micro_batches
     # ZeRO-3 is only allowed with pp = 1 (spec/checks.py), so stage 0 holds every parameter; its
@@ -301,7 +333,7 @@ def estimate_step(s: Scenario) -> StepEstimate:
         tp_comm=m * crit.tp_s, cp_comm=m * crit.cp_s, ep_comm=m * crit.ep_s,
         pp_comm=_pp_comm_s(s, groups), dp_comm=dp_exposed,
         bubble=_fill_drain_s(s, stages) if par.pp > 1 else 0.0,
-        optimizer=_optimizer_s(s, shapes))
+        optimizer=_optimizer_s(s, shapes, speeds))
     return StepEstimate(
         iteration_time_s=breakdown.total_s, breakdown=breakdown, stages=stages,
         model_flops=_model_flops(s.model, par.global_batch),

@@ -10,10 +10,16 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
+from simcluster.errors import SpecError
 from simcluster.perf.cost import training_cost
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
 from simcluster.perf.step import StepEstimate, TimeBreakdown, estimate_step
-from simcluster.run.perturb import degraded_nodes, needs_contention, with_uniform_links
+from simcluster.run.perturb import (
+    check_analytical,
+    degraded_nodes,
+    needs_contention,
+    with_uniform_links,
+)
 from simcluster.spec.scenario import Scenario
 from simcluster.units import GiB
 
@@ -111,11 +117,18 @@ def simulate(scenario: Scenario, contention: str = "auto", reliability_replicas:
     engine : str
         ``des`` (the discrete-event iteration engine, default) or ``analytical`` (closed forms,
         the fast path). The DES models slow GPUs and degraded links itself; the analytical engine
-        folds uniform link degradations into the topology and prices single degraded nodes with
-        Tier B.
+        slows the slow GPUs' stages (``perf.step``), folds uniform link degradations into the
+        topology and prices single nodes' degraded NICs with Tier B; it rejects what it cannot
+        honour (a single node's degraded scale-up, or such a NIC with ``contention="off"``).
+
+    Raises
+    ------
+    SpecError
+        ``engine`` or ``contention`` is not one of its choices, or the analytical engine cannot
+        honour a perturbation.
     """
-    s = with_uniform_links(scenario) if engine == "analytical" else scenario
     step, factors = engine_step(scenario, contention, engine)
+    s = with_uniform_links(scenario) if engine == "analytical" else scenario
     memory = estimate_memory(s, flash_attention=s.execution.flash_attention)
     horizon = None
     if s.reliability is not None and s.training.tokens is not None:
@@ -130,10 +143,20 @@ def engine_step(scenario: Scenario, contention: str = "auto", engine: str = "des
                 ) -> tuple[Step, dict[str, float]]:
     """The step of ``scenario`` by ``engine``, with its contention factors (those of ``simulate``:
     ``simcluster reliability`` uses it too, so both commands share the step time)."""
+    check_choice("engine", engine, ENGINES)
+    check_choice("contention", contention, CONTENTION_MODES)
+    if engine == "analytical":
+        check_analytical(scenario, contention)
     s = with_uniform_links(scenario) if engine == "analytical" else scenario
     step: Step = estimate_step(s) if engine == "analytical" else _des_step(s)
     factors = _contention(s, contention, engine)
     return (apply_contention(step, factors) if factors else step), factors
+
+
+def check_choice(key: str, value: object, choices: tuple[str, ...]) -> None:
+    """Raise a SpecError naming ``key`` unless ``value`` is one of ``choices``."""
+    if value not in choices:
+        raise SpecError(key, f"{value!r} is not one of {', '.join(choices)}")
 
 
 def _des_step(s: Scenario) -> DesResult:

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from simcluster.errors import SpecError
+from simcluster.perf.slowdown import placements
 from simcluster.spec.scenario import Scenario
 
 LINK_LAYERS = ("scale_up", "scale_out")
@@ -110,11 +111,7 @@ def _check(s: Scenario, pert: Perturbations) -> None:
 
 def _placements(s: Scenario, node: int, gpu: int | None) -> Iterable[tuple[int, int]]:
     """(replica, stage) of the GPUs named, under Megatron's rank order."""
-    par, gpn = s.parallelism, s.cluster.topology.gpus_per_node
-    locals_ = range(gpn) if gpu is None else (gpu,)
-    for local in locals_:
-        rank = node * gpn + local
-        yield (rank // (par.tp * par.cp)) % par.dp, rank // (par.tp * par.cp * par.dp)
+    return placements(s.parallelism, s.cluster.topology.gpus_per_node, node, gpu)
 
 
 def _local_effects(s: Scenario, pert: Perturbations) -> dict[int, dict[int, Local]]:
