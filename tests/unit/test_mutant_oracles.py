@@ -1,0 +1,126 @@
+"""Independent oracles for the mutants that survived issue 15's spot-check (tests/MUTANTS.md).
+
+Every expected value here is a hand computation from a cited formula or a published number, never
+the function under test or today's output; each tolerance says where it comes from.
+``python tests/mutants.py`` applies each mutation and checks that the named test fails.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from simcluster.horizon.sampling import WeibullSource
+from simcluster.perf import collectives_formulas as f
+from simcluster.perf.collectives import collective_time, comm_group
+from simcluster.perf.memory import stage_memory
+from simcluster.perf.reliability import daly_interval_s
+from simcluster.perf.step import estimate_step
+from simcluster.rng import generator
+from simcluster.spec import load_topology
+from simcluster.spec.loader import load_scenario
+from simcluster.spec.scenario import Scenario
+
+GiB = 2**30
+
+
+def _scenario(model: object, topology: str, nodes: int, parallelism: dict[str, object],
+              execution: dict[str, object] | None = None) -> Scenario:
+    return load_scenario({"model": model, "cluster": {"topology": topology, "nodes": nodes},
+                          "parallelism": parallelism, "execution": execution or {}})
+
+
+# 1. NVLS all-gather / reduce-scatter bus bandwidth -----------------------------------------------
+
+
+@pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
+def test_nvls_all_gather_bus_bandwidth_is_n_minus_1_over_2n_of_all_reduce(op: str) -> None:
+    """NCCL src/graph/tuning.cc (NVLS): the intra bus bandwidth is doubled for all-reduce only
+    ("pipelines two ops") and scaled by (ppn-1)/ppn otherwise, so relative to the all-reduce NVLS
+    bus bandwidth B an all-gather gets B (n-1)/(2n): 7/16 on 8 GPUs. The nccl-tests time is then
+    alpha + (n-1)/n S / (B (n-1)/(2n)) = alpha + 2 S / B (hand algebra)."""
+    n = 8
+    assert f.nvls_bus_factor(op, n) == pytest.approx(7 / 16, rel=1e-15)
+    assert f.nvls_bus_factor("all_reduce", n) == 1.0
+    group = comm_group(load_topology("dgx-h100"), n, 1)
+    assert group.intra is not None
+    assert group.intra.nvls is not None
+    cost = group.intra.nvls
+    size = 8.0 * GiB  # far above the ramp, so the size is the size
+    expected = cost.alpha_s + 2.0 * size / cost.bandwidth_Bps
+    assert collective_time(op, size, group, "nvls").time_s == pytest.approx(expected, rel=1e-12)
+
+
+# 2. Expert ZeRO group dp*cp/ep -------------------------------------------------------------------
+
+
+def test_mixtral_optimizer_state_shards_experts_over_dp_cp_over_ep() -> None:
+    """Mixtral 8x7B (Jiang et al. 2024 Table 1: 32 layers, dim 4096, FFN 14336 SwiGLU, 32 heads,
+    8 KV heads x 128, vocab 32000 untied, 8 experts) on 32 GPUs, tp = pp = cp = 1, ep = 8, ZeRO-1.
+
+    Hand count: experts 32 x 8 x 3 x 4096 x 14336 = 45.097e9 parameters, 1/ep of them per GPU;
+    dense: attention 32 x (2 x 4096^2 + 2 x 4096 x 1024) = 1.342e9, embedding + output
+    2 x 32000 x 4096 = 0.262e9, router 32 x 4096 x 8 = 1.0e6 (norms, 0.27e6, left out).
+    Adam's 12 bytes/param (Megatron) sharded over dp*cp = 32 for dense and over the expert
+    data-parallel group dp*cp/ep = 4 for experts (Megatron ``expert_data_parallel``):
+    12 x (45.097e9 / 8 / 4 + 1.605e9 / 32) = 17.51e9 bytes. Tolerance 0.1%: the norms left out
+    (0.27e6 x 12 / 32 bytes) and the rounding of the hand sums."""
+    s = _scenario("mixtral-8x7b", "dgx-a100-80gb", 4,
+                  {"global_batch": 64, "tp": 1, "ep": 8, "zero_stage": 1})
+    assert (s.parallelism.dp, s.parallelism.cp) == (32, 1)
+    experts = 32 * 8 * 3 * 4096 * 14336
+    dense = 32 * (2 * 4096**2 + 2 * 4096 * 1024) + 2 * 32000 * 4096 + 32 * 4096 * 8
+    expected = 12 * (experts / 8 / 4 + dense / 32)
+    assert stage_memory(s, 0).optimizer_bytes == pytest.approx(expected, rel=1e-3)
+
+
+# 3. Weibull scale with Gamma(1 + 1/k) ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [0.7, 1.5])
+def test_weibull_failure_count_matches_nodes_rate_horizon(shape: float) -> None:
+    """Renewal theorem: per node N(T)/T -> 1/mean gap, and the configured rate is 1/mean gap, so
+    1000 nodes at 1/day over 400 days expect 400,000 failures whatever the shape k (a Weibull
+    scale without Gamma(1+1/k) gives 1/Gamma(1+1/k): -21% at k = 0.7, +11% at k = 1.5).
+    Tolerance 1.5%: the renewal transient (CV^2 - 1)/2 per node is 0.16% at k = 0.7
+    (CV^2 = Gamma(1+2/k)/Gamma(1+1/k)^2 - 1 = 2.24), and the count's standard deviation
+    sqrt(N CV^2) is 0.24% of N, so the band is over 5 sigma beyond the bias."""
+    nodes, rate, horizon = 1000, 1.0 / 86400.0, 400 * 86400.0
+    source = WeibullSource(nodes, rate, shape, generator(15, 0, "weibull-oracle"))
+    count = 0
+    for k in range(1, 41):  # in steps, as the sample path asks for chunks
+        count += source.until(k * horizon / 40).size
+    expected = nodes * rate * horizon
+    assert abs(count - expected) / expected < 0.015
+
+
+# 4. Daly bound 2M ---------------------------------------------------------------------------------
+
+
+def test_daly_interval_between_m_and_2m_uses_the_formula() -> None:
+    """Daly 2006 Eq. 37 holds for delta < 2M (M beyond): with delta = 1.5 h and M = 1 h,
+    tau = sqrt(2 x 1.5 x 1)(1 + sqrt(0.75)/3 + 0.75/9) - 1.5 = 1.7321 x 1.3720 - 1.5 = 0.8764 h."""
+    hour = 3600.0
+    expected = (math.sqrt(3.0) * (1 + math.sqrt(0.75) / 3 + 0.75 / 9) - 1.5) * hour
+    assert expected == pytest.approx(0.8764 * hour, rel=1e-4)
+    assert daly_interval_s(1.5 * hour, hour) == pytest.approx(expected, rel=1e-12)
+    assert daly_interval_s(2.0 * hour, hour) == hour
+
+
+# 5. DP overlap window: the last backward --------------------------------------------------------
+
+
+def test_dp_reduction_hides_behind_the_last_backward_not_the_forward() -> None:
+    """With ``overlap_grad_reduce`` the gradient buckets are all-reduced while the last
+    micro-batch's backward runs (Megatron DDP ``overlap_grad_reduce``), so when the reduction
+    outlasts that backward the hidden part is the backward: 2/3 of one micro-batch's compute,
+    since backward is twice the forward FLOPs (Narayanan et al. SC'21 s3.2; no recompute here).
+    Band 0.6-0.72: per-GEMM efficiency may differ between forward and backward by ~10%."""
+    s = _scenario({"preset": "gpt3-1.7b", "seq_len": 512}, "dgx-a100-80gb", 4,
+                  {"global_batch": 64, "tp": 1, "pp": 1, "micro_batch": 1, "zero_stage": 1},
+                  {"overlap_grad_reduce": True})
+    e = estimate_step(s)
+    per_micro_batch = e.breakdown.compute / s.parallelism.micro_batches
+    assert e.dp_total_s > per_micro_batch  # the reduction outlasts the backward (precondition)
+    assert 0.6 < e.dp_hidden_s / per_micro_batch < 0.72
