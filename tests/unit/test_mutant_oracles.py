@@ -8,10 +8,14 @@ the function under test or today's output; each tolerance says where it comes fr
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 
 import pytest
 
-from simcluster.horizon.sampling import WeibullSource
+from simcluster.horizon import BUCKETS, CheckpointPlan, FailureClass, HorizonConfig
+from simcluster.horizon.fast import run_fast
+from simcluster.horizon.machine import JobMachine
+from simcluster.horizon.sampling import FAILURE, HORIZON, Event, WeibullSource
 from simcluster.perf import collectives_formulas as f
 from simcluster.perf.collectives import collective_time, comm_group
 from simcluster.perf.memory import stage_memory
@@ -124,3 +128,38 @@ def test_dp_reduction_hides_behind_the_last_backward_not_the_forward() -> None:
     per_micro_batch = e.breakdown.compute / s.parallelism.micro_batches
     assert e.dp_total_s > per_micro_batch  # the reduction outlasts the backward (precondition)
     assert 0.6 < e.dp_hidden_s / per_micro_batch < 0.72
+
+
+# 6. Rollback resets the persist request point ---------------------------------------------------
+
+
+class _FixedPath:
+    """A sample path with fixed events (the horizon engine's stub)."""
+
+    def __init__(self, events: list[Event]) -> None:
+        self._events = events
+
+    def events(self) -> Iterator[Event]:
+        return iter(self._events)
+
+
+def test_rollback_to_durable_restarts_the_persist_count_from_it() -> None:
+    """In-memory snapshots every 10 s of work (blocking 1 s), every 2nd persisted (1 s); failures
+    lose host memory, so they restore the durable point. By hand (t, p):
+    RUN 0-10, BLOCK -11 (snap 10), RUN -21, BLOCK -22 (snap 20, 2nd: persist until 23), RUN -32,
+    BLOCK -33 (durable 20; snap 30), RUN -43, BLOCK -44 (snap 40, persist until 45).
+    Failure at 44.5 (p 40.5): persist not finished, restore 20, rework 20.5; the persist count
+    restarts at 20. DETECT -46.5, DIAGNOSE -49.5, RESTART -53.5, WARMUP -54.5, RUN -64.5,
+    BLOCK -65.5 (snap 30), RUN -75.5, BLOCK -76.5 (snap 40 = 20 + 2 x 10: persist until 77.5),
+    RUN -86.5, BLOCK -87.5 (durable 40; snap 50). Failure at 88 (p 50.5): restore 40, rework 10.5.
+    Total rework 31.0 (51.0 if the count kept the lost snapshot at 40: restore 20 again)."""
+    ck = CheckpointPlan(mode="in-memory", interval_s=10.0, blocking_s=1.0, persist_s=1.0,
+                        persist_every=2)
+    cls = FailureClass(name="f", rate_per_node_s=0.0, detect_s=2.0, replace=False,
+                       in_memory_restore=False)
+    cfg = HorizonConfig(nodes=1, work_s=1000.0, diagnose_s=3.0, restart_s=4.0, warmup_s=1.0,
+                        classes=(cls,), checkpoint=ck)
+    events: list[Event] = [(44.5, FAILURE, 0, 0.0), (88.0, FAILURE, 0, 0.0),
+                           (200.0, HORIZON, -1, 0.0)]
+    rec = run_fast(JobMachine(cfg), _FixedPath(events))  # type: ignore[arg-type]
+    assert dict(zip(BUCKETS, rec.lost_s, strict=True))["rework"] == pytest.approx(31.0, abs=1e-9)
