@@ -19,6 +19,7 @@ from simcluster.horizon.sampling import FAILURE, HORIZON, Event, WeibullSource
 from simcluster.perf import collectives_formulas as f
 from simcluster.perf.collectives import collective_time, comm_group
 from simcluster.perf.memory import stage_memory
+from simcluster.perf.memory_stage import stage_activation_bytes
 from simcluster.perf.reliability import daly_interval_s
 from simcluster.perf.step import estimate_step
 from simcluster.rng import generator
@@ -163,3 +164,22 @@ def test_rollback_to_durable_restarts_the_persist_count_from_it() -> None:
                            (200.0, HORIZON, -1, 0.0)]
     rec = run_fast(JobMachine(cfg), _FixedPath(events))  # type: ignore[arg-type]
     assert dict(zip(BUCKETS, rec.lost_s, strict=True))["rework"] == pytest.approx(31.0, abs=1e-9)
+
+
+# 7. Full recompute: every in-flight layer input but one, plus one layer's working set ------------
+
+
+def test_full_recompute_middle_stage_keeps_inputs_and_one_working_layer() -> None:
+    """GPT-3 1.7B (SC'21 Table 1: 24 layers, h 2304, 24 heads, s 2048), b = 1, tp = 1, pp = 4
+    1F1B, full recompute, no flash attention. Stage 1 (no embedding, no logits) has 6 layers and
+    p - 1 = 3 micro-batches in flight (Narayanan et al. SC'21 s2.2): 18 layer-micro-batches.
+    Korthikanti et al. 2022: a checkpointed layer keeps its input, 2sbh bytes; the layer being
+    recomputed holds its whole working set sbh(34 + 5as/h) (Eq. 1), whose input is that same
+    tensor: 17 x 2sbh + sbh(34 + 5as/h) = 824,180,736 bytes, exact in integers."""
+    s = _scenario("gpt3-1.7b", "dgx-a100-80gb", 1,
+                  {"global_batch": 16, "tp": 1, "pp": 4, "micro_batch": 1, "recompute": "full"})
+    sq, b, h, a = 2048, 1, 2304, 24
+    sbh = sq * b * h
+    expected = 17 * 2 * sbh + sbh * 34 + 5 * a * sq * sq * b
+    assert expected == 824_180_736
+    assert stage_activation_bytes(s, 1, flash_attention=False) == pytest.approx(expected, rel=1e-12)
