@@ -23,6 +23,7 @@ from simcluster.perf.memory_stage import stage_activation_bytes
 from simcluster.perf.reliability import daly_interval_s
 from simcluster.perf.step import estimate_step
 from simcluster.rng import generator
+from simcluster.sim.perturb import _placements
 from simcluster.spec import load_topology
 from simcluster.spec.loader import load_scenario
 from simcluster.spec.scenario import Scenario
@@ -183,3 +184,18 @@ def test_full_recompute_middle_stage_keeps_inputs_and_one_working_layer() -> Non
     expected = 17 * 2 * sbh + sbh * 34 + 5 * a * sq * sq * b
     assert expected == 824_180_736
     assert stage_activation_bytes(s, 1, flash_attention=False) == pytest.approx(expected, rel=1e-12)
+
+
+# 8. Straggler placement in Megatron's rank order (tp fastest, then cp, dp, pp) -------------------
+
+
+def test_slow_gpu_placement_counts_context_parallel_ranks() -> None:
+    """Megatron ``RankGenerator`` order tp-cp-ep-dp-pp: rank = tp_r + tp(cp_r + cp(dp_r +
+    dp pp_r)). tp = cp = dp = pp = 2 on 2 nodes of 8: ranks 0-3 are replica 0 of stage 0, 4-7
+    replica 1 of stage 0, 8-11 replica 0 of stage 1, 12-15 replica 1 of stage 1."""
+    s = _scenario("gpt3-1.7b", "dgx-a100-80gb", 2,
+                  {"global_batch": 16, "tp": 2, "cp": 2, "pp": 2, "micro_batch": 1})
+    assert s.parallelism.dp == 2
+    assert list(_placements(s, 0, None)) == [(0, 0)] * 4 + [(1, 0)] * 4
+    assert list(_placements(s, 1, None)) == [(0, 1)] * 4 + [(1, 1)] * 4
+    assert list(_placements(s, 1, 5)) == [(1, 1)]
