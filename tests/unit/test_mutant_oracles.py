@@ -23,6 +23,7 @@ from simcluster.perf.memory_stage import stage_activation_bytes
 from simcluster.perf.reliability import daly_interval_s
 from simcluster.perf.step import estimate_step
 from simcluster.rng import generator
+from simcluster.sim.build import _bucket_slots
 from simcluster.sim.perturb import _placements
 from simcluster.spec import load_topology
 from simcluster.spec.loader import load_scenario
@@ -199,3 +200,21 @@ def test_slow_gpu_placement_counts_context_parallel_ranks() -> None:
     assert list(_placements(s, 0, None)) == [(0, 0)] * 4 + [(1, 0)] * 4
     assert list(_placements(s, 1, None)) == [(0, 1)] * 4 + [(1, 1)] * 4
     assert list(_placements(s, 1, 5)) == [(1, 1)]
+
+
+# 9. DP bucket ready fractions -------------------------------------------------------------------
+
+
+def test_dp_buckets_become_ready_evenly_through_the_releasing_op() -> None:
+    """With ``overlap_grad_reduce``, Megatron DDP launches a bucket's reduction as soon as its
+    gradients are complete; with the op's gradients split into n equal buckets in backward order,
+    bucket k is complete after (k + 1)/n of the op, the last at its end: 1/4, 1/2, 3/4, 1 for
+    n = 4. Without overlap the whole reduction waits for the stage's last op (index n_ops - 1),
+    every bucket at that op's end. Bucket indices run on across releases (ZeRO-2 scatters first)."""
+    releases = [(1, (0.1, 0.1), False), (3, (0.2, 0.2, 0.2, 0.2), True)]
+    assert _bucket_slots(releases, 5, overlap=True) == {
+        1: ((0, 0.5), (1, 1.0)),
+        3: ((2, 0.25), (3, 0.5), (4, 0.75), (5, 1.0))}
+    assert _bucket_slots(releases, 5, overlap=False) == {
+        1: ((0, 1.0), (1, 1.0)),
+        4: ((2, 1.0), (3, 1.0), (4, 1.0), (5, 1.0))}
