@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from simcluster.flows.tier_b import phase_steps
 from simcluster.horizon import BUCKETS, CheckpointPlan, FailureClass, HorizonConfig
 from simcluster.horizon.fast import run_fast
 from simcluster.horizon.machine import JobMachine
@@ -218,3 +219,17 @@ def test_dp_buckets_become_ready_evenly_through_the_releasing_op() -> None:
     assert _bucket_slots(releases, 5, overlap=False) == {
         1: ((0, 1.0), (1, 1.0)),
         4: ((2, 1.0), (3, 1.0), (4, 1.0), (5, 1.0))}
+
+
+# 10. Tier B latency steps ------------------------------------------------------------------------
+
+
+def test_tier_b_latency_steps_follow_nccl_tuning() -> None:
+    """NCCL src/graph/tuning.cc latencies, as (intra-node, inter-node) step counts:
+    tree all-reduce 2((ppn - 1) intraLat + ceil(log2 nNodes) interLat): 16 nodes x 8 -> (14, 8),
+    5 nodes x 8 -> (14, 6); ring all-reduce 2(n - 1) steps of which nInterSteps = 2(nNodes - 1)
+    cross nodes: 32 ranks on 4 nodes -> (56, 6); ring all-gather one pass -> (28, 3)."""
+    assert phase_steps("all_reduce", "tree", 128, 16, 8) == [(14, 8)]
+    assert phase_steps("all_reduce", "tree", 40, 5, 8) == [(14, 6)]
+    assert phase_steps("all_reduce", "ring", 32, 4, 8) == [(56, 6)]
+    assert phase_steps("all_gather", "ring", 32, 4, 8) == [(28, 3)]
