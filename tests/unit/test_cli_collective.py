@@ -10,23 +10,15 @@ from pathlib import Path
 import pytest
 
 from simcluster import cli
-from simcluster.cli_collective import add_parser, parse_sizes
+from simcluster.cli_collective import parse_sizes
 from simcluster.errors import SpecError
 
 
-@pytest.fixture(autouse=True)
-def _with_collective(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Register the subcommand on cli's parser if cli.py does not do it yet."""
-    original = cli.build_parser
-
-    def build() -> argparse.ArgumentParser:
-        parser = original()
-        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-        if "collective" not in sub.choices:
-            add_parser(sub)
-        return parser
-
-    monkeypatch.setattr(cli, "build_parser", build)
+def test_cli_registers_the_collective_subcommand() -> None:
+    """The real parser of cli.py (no fixture re-registers it) has the subcommand."""
+    parser = cli.build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert "collective" in sub.choices
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
