@@ -73,9 +73,9 @@ MUTANTS: tuple[Mutant, ...] = (
            "total = (units - 1) * self.stored + self.working if units else 0.0",
            "total = units * self.stored + self.working if units else 0.0",
            f"{ORACLES}::test_full_recompute_middle_stage_keeps_inputs_and_one_working_layer"),
-    Mutant("simcluster/sim/perturb.py",
-           "yield (rank // (par.tp * par.cp)) % par.dp, rank // (par.tp * par.cp * par.dp)",
-           "yield (rank // par.tp) % par.dp, rank // (par.tp * par.dp)",
+    Mutant("simcluster/perf/slowdown.py",  # shared by both engines since issue 15
+           "group = par.tp * par.cp",
+           "group = par.tp",
            f"{ORACLES}::test_slow_gpu_placement_counts_context_parallel_ranks"),
     Mutant("simcluster/sim/build.py",
            "fractions = [(k + 1) / count if overlap else 1.0 for k in range(count)]",
