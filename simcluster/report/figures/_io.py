@@ -52,6 +52,19 @@ def write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> Path:
     return path
 
 
+def finish(fig: Any, ax: Any, path: str | Path, rows: Sequence[Mapping[str, Any]], *,
+           labels: tuple[str, str], title: str, title_size: int | None = 9,
+           legend_size: int = 8) -> list[Path]:
+    """Axis labels, title, a light grid and the legend, then :func:`save`."""
+    ax.set_xlabel(labels[0])
+    ax.set_ylabel(labels[1])
+    ax.set_title(title, **({} if title_size is None else {"fontsize": title_size}))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    return save(fig, path, rows)
+
+
 def save(fig: Any, path: str | Path, rows: Sequence[Mapping[str, Any]]) -> list[Path]:
     """Save ``fig`` as PNG and SVG at ``path``, close it, write ``rows`` to the CSV beside them."""
     png, svg, table = targets(path)

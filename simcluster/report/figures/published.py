@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simcluster.report.figures._io import pyplot, save, targets, write_csv
+from simcluster.report.figures._io import finish, pyplot, save, targets, write_csv
 from simcluster.report.reliability import plot_goodput_interval
 
 #: Half-width of the shaded band around y = x in the validation scatter.
@@ -35,13 +35,8 @@ def busbw(rows: Sequence[Row], path: str | Path, title: str = "") -> list[Path]:
             else:
                 ax.plot(x, y, "o", color=f"C{i}", markerfacecolor="none", label=f"{name}: {source}")
     ax.set_xscale("log", base=2)
-    ax.set_xlabel("message size (bytes)")
-    ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7)
-    fig.tight_layout()
-    return save(fig, path, rows)
+    return finish(fig, ax, path, rows, labels=("message size (bytes)", "bus bandwidth (GB/s)"),
+                  title=title, legend_size=7)
 
 
 def validation_scatter(rows: Sequence[Row], path: str | Path, title: str = "") -> list[Path]:

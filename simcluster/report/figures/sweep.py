@@ -8,7 +8,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simcluster.report.figures._io import pyplot, save
+from simcluster.report.figures._io import finish, pyplot
+
+TIME_COST = ("time to train (days)", "cost to train (USD)")
 
 #: An axis goes logarithmic when its largest value is more than this many times its smallest.
 LOG_SPREAD = 10.0
@@ -55,13 +57,7 @@ def pareto(rows: Sequence[Row], path: str | Path, title: str = "") -> list[Path]
     if days:
         _log_if_spread(ax, days, "x")
         _log_if_spread(ax, cost, "y")
-    ax.set_xlabel("time to train (days)")
-    ax.set_ylabel("cost to train (USD)")
-    ax.set_title(title, fontsize=9)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return save(fig, path, rows)
+    return finish(fig, ax, path, rows, labels=TIME_COST, title=title)
 
 
 def best_per_option(rows: Iterable[Row]) -> dict[str, Row]:
@@ -115,12 +111,6 @@ def planning(rows: Sequence[Row], path: str | Path, title: str = "") -> list[Pat
     ax.step([r["days"] for r in kept], [r["cost_usd"] for r in kept], where="post",
             color="black", linewidth=1, label="Pareto front (time vs cost)")
     _log_if_spread(ax, [r["cost_usd"] for r in rows], "y")
-    ax.set_xlabel("time to train (days)")
-    ax.set_ylabel("cost to train (USD)")
     ax.yaxis.set_major_formatter(importlib.import_module("matplotlib.ticker").StrMethodFormatter("${x:,.0f}"))
-    ax.set_title(title)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return save(fig, path, rows)
+    return finish(fig, ax, path, rows, labels=TIME_COST, title=title, title_size=None)
 
