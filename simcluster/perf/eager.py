@@ -35,8 +35,8 @@ from simcluster.perf.roofline import (
     OperatorTime,
     memory_bound_time_s,
 )
+from simcluster.spec.execution import ELEMENTWISE_MODES
 from simcluster.spec.hardware import AcceleratorSpec
-from simcluster.spec.scenario import ELEMENTWISE_MODES
 
 __all__ = ["ELEMENTWISE_MODES", "eager_operator", "loss", "output_copy", "repeat_kv", "rmsnorm",
            "rope", "swiglu"]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcluster.perf.roofline import LayerTimes, OperatorTime
-from simcluster.spec.scenario import TP_OVERLAP_MODES
+from simcluster.spec.execution import TP_OVERLAP_MODES
 
 __all__ = ["PIPELINE_SPLITS", "TP_OVERLAP_MODES", "BlockGemms", "blocks", "exposed_bulk",
            "exposed_pipelined", "overlapped_layer_s"]

@@ -1,5 +1,6 @@
 """Specs: frozen dataclasses for scenarios, models, hardware and topologies, and their loader."""
 
+from simcluster.spec.execution import ExecutionSpec
 from simcluster.spec.hardware import (
     AcceleratorSpec,
     HostSpec,
@@ -14,7 +15,6 @@ from simcluster.spec.scenario import (
     CheckpointSpec,
     ClusterSpec,
     CostSpec,
-    ExecutionSpec,
     FailureClassSpec,
     GpuSlowdownSpec,
     LinkBandwidthSpec,

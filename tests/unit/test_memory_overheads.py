@@ -24,8 +24,9 @@ from simcluster.perf.memory_overheads import (
 )
 from simcluster.perf.step import estimate_step
 from simcluster.run.single import simulate
+from simcluster.spec.execution import ExecutionSpec
 from simcluster.spec.loader import load_scenario
-from simcluster.spec.scenario import ExecutionSpec, Scenario
+from simcluster.spec.scenario import Scenario
 
 MiB = 2**20
 GPT3_175B = "scenarios/gpt3-175b-1024xa100.yaml"

@@ -1,0 +1,75 @@
+"""The training framework's kernel, overlap and memory choices: the scenario's ``execution`` section.
+
+Flag names follow Megatron-LM's where one exists; ``stack`` names the software-stack preset
+(``simcluster/catalog/stacks.yaml``, docs/stacks.md) whose flags the loader merges under the ones
+given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simcluster.spec.schema import spec_field
+
+ELEMENTWISE_MODES = ("fused", "eager")
+TP_OVERLAP_MODES = ("none", "bulk", "pipelined")
+GRAD_COPIES = ("none", "shard", "full")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionSpec:
+    """Kernel and overlap choices of the training framework (Megatron-LM flag names in docs).
+
+    ``stack`` names the software-stack preset the flags came from (``simcluster catalog stacks``);
+    the loader merges the preset's flags under the keys given with it, so ``{stack:
+    megatron-2021, flash_attention: true}`` refines the preset.
+    """
+
+    stack: str | None = spec_field(
+        None, doc="software-stack preset the flags came from (simcluster catalog stacks); null: "
+        "the flags as given")
+    flash_attention: bool = spec_field(
+        True, doc="fused attention kernel (FlashAttention); false: scores GEMM + softmax + AV GEMM")
+    overlap_grad_reduce: bool = spec_field(
+        True, doc="DP gradient reduction overlaps the last backward (--overlap-grad-reduce)")
+    scatter_gather: bool = spec_field(
+        True, doc="pipeline sends split over TP ranks, all-gathered over NVLink (SC'21 4.1)")
+    grad_accumulation_fusion: bool = spec_field(
+        True, doc="weight-gradient GEMMs accumulate into the gradient buffer "
+        "(--gradient-accumulation-fusion); false: a separate add per micro-batch")
+    zero3_prefetch: bool = spec_field(
+        True, doc="ZeRO-3: the next layer's parameter gather is issued when a layer's compute "
+        "starts (FSDP forward/backward prefetch); false: every gather and reduce-scatter blocks")
+    elementwise: str = spec_field(
+        "fused", choices=ELEMENTWISE_MODES,
+        doc="norms, rotary embedding, SwiGLU gate and loss as fused kernels (Megatron, Transformer "
+        "Engine), or eager: PyTorch's op chains of torchtitan's Llama code, fp32 casts included "
+        "(docs/stacks.md)")
+    tp_comm_overlap: str = spec_field(
+        "none", choices=TP_OVERLAP_MODES,
+        doc="TP all-gathers and reduce-scatters overlapped with their GEMMs (Transformer Engine "
+        "userbuffers, --tp-comm-overlap; needs sequence_parallel): bulk (backward reduce-scatter "
+        "beside the weight-gradient GEMM) or pipelined (every pair, chunked); none: exposed")
+    host_op_s: float = spec_field(
+        0.0, unit="us", ge=0, le=10_000, doc="host time per modelled layer operator and pass "
+        "(Python, dispatch, launch of its kernels): a layer pass takes at least its operators "
+        "times this (the CPU cannot feed the GPU faster); 0: GPU-bound. docs/stacks.md")
+    # Memory the training process holds besides model state and activations: defaults and their
+    # sources in simcluster.perf.memory_overheads (tests/unit/test_memory_overheads.py pins them).
+    fp32_grad_buffer: bool | None = spec_field(
+        None, doc="gradients accumulate and are reduced in fp32 main-grad buffers (Megatron "
+        "--accumulate-allreduce-grads-in-fp32); false: 16-bit; null: Megatron's default (true for "
+        "bf16 and fp8, false for fp16)")
+    fp32_grad_copy: str = spec_field(
+        "none", choices=GRAD_COPIES, doc="the optimizer also keeps fp32 gradients beside the "
+        "reduced ones: shard, of its ZeRO shard (DeepSpeed ZeRO-1/2 fp16); full, of every local "
+        "parameter (DeepSpeed BF16_Optimizer)")
+    cuda_context_bytes: float = spec_field(
+        733_741_056.0, unit="GiB", ge=0, doc="CUDA context with its kernels loaded and cuBLAS "
+        "workspaces, per GPU (default: PyTorch's measured 666,632,192 B + 2 x 32 MiB)")
+    nccl_buffsize_bytes: float = spec_field(
+        4194304.0, unit="bytes", gt=0, doc="NCCL_BUFFSIZE; NCCL buffers per communicator scale "
+        "with it (default 4 MiB, NCCL's)")
+    allocator_fragmentation: float = spec_field(
+        0.15, ge=0, le=0.9, doc="caching-allocator fragmentation (reserved - allocated) / reserved "
+        "of activations and transients (default: GMLake's measured average on A100)")
