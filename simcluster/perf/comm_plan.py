@@ -6,9 +6,10 @@ all-reduces the ``b*s/cp x h`` activations twice in forward and twice in backwar
 parallelism: an all-gather and a reduce-scatter of the same array instead of each all-reduce);
 full recompute repeats the forward ones. Pipeline stages exchange ``b*s/cp x h`` activations
 (divided by ``tp``: Megatron's scatter/gather optimisation, or SP). Data parallelism reduces the
-gradients once per step (an all-reduce, or with ZeRO >= 1 a reduce-scatter followed by an
-all-gather of the updated 16-bit weights); ZeRO-2 also reduce-scatters every earlier micro-batch
-(:func:`zero2_scatter_s`), and ZeRO-3 works layer by layer (:mod:`simcluster.perf.zero3`).
+gradients once per step (an all-reduce, or with ZeRO >= 1 a reduce-scatter; the all-gather of
+the updated 16-bit weights after the optimizer step is :mod:`simcluster.perf.param_gather`);
+ZeRO-2 also reduce-scatters every earlier micro-batch (:func:`zero2_scatter_s`), and ZeRO-3 works
+layer by layer (:mod:`simcluster.perf.zero3`).
 
 Rank placement is Megatron's default order, TP fastest, then CP, DP, PP: a TP group has stride 1,
 a CP group stride ``tp``, a DP group stride ``tp*cp``, PP neighbours stride ``tp*cp*dp``.
@@ -85,18 +86,26 @@ def tp_layer_comm_s(s: Scenario, g: Groups, layer: LayerTimes | None = None
 
 
 def cp_layer_comm_s(s: Scenario, g: Groups, attention_fwd_s: float) -> tuple[float, float]:
-    """Context-parallel ring attention per layer per micro-batch: (forward, backward), exposed.
+    """Context-parallel attention's K/V exchange per layer per micro-batch: (forward, backward),
+    exposed.
 
-    Each of the ``cp-1`` ring steps passes a K and V chunk (``b*s/cp*kv_heads*head_dim/tp``
-    elements each) to the next rank, overlapped with attention on the current chunk (Liu et al.,
-    Ring Attention, arXiv 2310.01889); backward also passes their gradients (twice the bytes).
-    Only what the attention compute cannot hide is exposed.
+    ``p2p`` (ring attention, Liu et al. arXiv 2310.01889; Megatron-Core's default): each of the
+    ``cp-1`` ring steps passes a K and V chunk (``b*s/cp*kv_heads*head_dim/tp`` elements each) to
+    the next rank, overlapped with attention on the current chunk; backward also passes their
+    gradients (twice the bytes). Only what the attention compute cannot hide is exposed.
+    ``all_gather`` (Llama 3, Dubey et al. 2024 section 3.3.2): K and V of the whole sequence are
+    all-gathered before the attention and their gradients reduce-scattered after it, exposed.
     """
     if g.cp is None:
         return 0.0, 0.0
     par, m = s.parallelism, s.model
     kv = 2 * par.micro_batch * m.seq_len / par.cp * m.kv_heads * m.head_dim / par.tp
-    step = collective_time("send_recv", kv * ACT_BYTES[s.precision], g.cp).time_s
+    nbytes = kv * ACT_BYTES[s.precision]
+    if s.execution.cp_comm_type == "all_gather":
+        whole = nbytes * par.cp  # the gathered array, nccl-tests' size
+        return (collective_time("all_gather", whole, g.cp).time_s,
+                collective_time("reduce_scatter", whole, g.cp).time_s)
+    step = collective_time("send_recv", nbytes, g.cp).time_s
     forward = max(0.0, (par.cp - 1) * step - attention_fwd_s)
     backward = max(0.0, 2 * (par.cp - 1) * step - 2 * attention_fwd_s)
     return forward, backward
@@ -135,20 +144,18 @@ def pp_message_s(s: Scenario, g: Groups) -> float:
 
 
 def dp_reduce_s(s: Scenario, g: Groups, params_on_gpu: float, grad_bytes: float) -> float:
-    """The step's data-parallel gradient reduction (and ZeRO's weight all-gather), seconds.
+    """The step's data-parallel gradient reduction, seconds.
 
     ZeRO 0: all-reduce of the gradients. ZeRO >= 1 (Megatron distributed optimizer): reduce-scatter
-    of the gradients, then all-gather of the updated 16-bit weights (same volume as an all-reduce
-    when grads and weights have the same width; Rajbhandari et al. SC'20 section 7).
+    of the gradients into each rank's shard (Rajbhandari et al. SC'20 section 7); the all-gather of
+    the updated weights that follows the optimizer step is :mod:`simcluster.perf.param_gather`.
     """
     if g.dp is None:
         return 0.0
     grads = params_on_gpu * grad_bytes
     if s.parallelism.zero_stage == 0:
         return collective_time("all_reduce", grads, g.dp).time_s
-    weights = params_on_gpu * ACT_BYTES[s.precision]
-    return (collective_time("reduce_scatter", grads, g.dp).time_s
-            + collective_time("all_gather", weights, g.dp).time_s)
+    return collective_time("reduce_scatter", grads, g.dp).time_s
 
 
 def zero2_scatter_s(s: Scenario, g: Groups, params_on_gpu: float, grad_bytes: float) -> float:

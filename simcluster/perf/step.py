@@ -43,8 +43,9 @@ from simcluster.perf.compute import (
     optimizer_step_time_s,
 )
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
-from simcluster.perf.memory import grad_bytes_of, stage_params
+from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
+from simcluster.perf.param_gather import ParamGather, gather_exposed_s, gather_total_s, param_gather
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.slowdown import replica_stage_speeds
 from simcluster.perf.zero3 import zero3_layer, zero3_step_s
@@ -119,19 +120,20 @@ def scenario_layer_times(s: Scenario) -> LayerTimes:
 
 def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTimes:
     par = s.parallelism
+    ex = s.execution
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
-                        par.cp, par.sequence_parallel, par.recompute, s.execution.flash_attention,
-                        par.ep, s.execution.elementwise, s.execution.host_op_s)
+                        par.cp, par.sequence_parallel, par.recompute, ex.flash_attention,
+                        par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance)
 
 
 @memoised()
 def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
-                 flash_attention: bool, ep: int, elementwise: str, host_op_s: float
-                 ) -> LayerTimes:
+                 flash_attention: bool, ep: int, elementwise: str, host_op_s: float,
+                 cp_load_balance: bool) -> LayerTimes:
     return layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
                        recompute, flash_attention, ep=ep, elementwise=elementwise,
-                       host_op_s=host_op_s)
+                       host_op_s=host_op_s, cp_load_balance=cp_load_balance)
 
 
 @memoised()
@@ -241,6 +243,13 @@ def _dp_collectives_s(s: Scenario, groups: comm_plan.Groups,
             for held in {shape.held: None for shape in shapes}}
 
 
+def _gathers(s: Scenario, groups: comm_plan.Groups,
+             shapes: tuple[_Stage, ...]) -> dict[tuple[float, int], ParamGather | None]:
+    """(parameters held, layers) -> the stage's ZeRO-1/2 parameter all-gather."""
+    return {key: param_gather(s, groups, *key)
+            for key in {(shape.held, shape.layers): None for shape in shapes}}
+
+
 def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTimes, ...],
                   shapes: tuple[_Stage, ...]) -> tuple[float, float, float]:
     """(exposed, total on the critical stage, hidden) data-parallel seconds."""
@@ -248,9 +257,12 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTime
     overlapped, gpipe = s.execution.overlap_grad_reduce, par.schedule == "gpipe"
     earlier = par.micro_batches - 1
     collectives = _dp_collectives_s(s, groups, shapes)
+    gathers = _gathers(s, groups, shapes)
+    chunks = stage_chunks(par, s.model.layers)
     best = (0.0, 0.0, 0.0)
     for i, (shape, st) in enumerate(zip(shapes, stages, strict=True)):
         final, scatter = collectives[shape.held]
+        gather = gathers[(shape.held, shape.layers)]
         slack = i * st.backward_compute_s  # stage i ends its backward earlier by the drain
         overlap = st.backward_compute_s if overlapped else 0.0
         exposed = final - min(final, slack + overlap)
@@ -262,6 +274,9 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTime
             window -= st.forward_compute_s + (st.tp_s + st.cp_s + st.ep_s) / 3
         exposed += earlier * max(0.0, scatter - window)
         total = final + earlier * scatter
+        if gather is not None:  # after the optimizer step: nothing of this step hides it
+            exposed += gather_exposed_s(gather, chunks[i], st.forward_compute_s, i)
+            total += gather_total_s(gather, sum(chunks[i]))
         if i == 0 or exposed > best[0]:  # the first stage with the most exposed, as max() picks
             best = (exposed, total, total - exposed)
     return best

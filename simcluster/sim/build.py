@@ -100,6 +100,30 @@ def _zero3_pass(s: Scenario, d: StageDurations, sop: SchedOp) -> Zero3Pass | Non
     return Zero3Pass(layers, gather, scatter, s.execution.zero3_prefetch)
 
 
+def _first_forward_gathers(s: Scenario, d: StageDurations, stage: int
+                           ) -> tuple[Zero3Pass | None, ...]:
+    """Per local chunk, the overlapped ZeRO-1/2 parameter gathers its first forward waits for,
+    layer by layer (:mod:`simcluster.perf.param_gather`); empty unless they are overlapped."""
+    if d.gather is None or not d.gather.overlapped:
+        return ()
+    chunks = stage_chunks(s.parallelism, s.model.layers)[stage]
+    starts = [sum(chunks[:c]) for c in range(len(chunks))]
+    return tuple(Zero3Pass(k, d.gather.layer_s, 0.0, True, first) if k else None
+                 for k, first in zip(chunks, starts, strict=True))
+
+
+def _prologue_s(d: StageDurations) -> float:
+    """The synchronous ZeRO-1/2 parameter gather before the stage's first op (0: none)."""
+    return d.gather.total_s if d.gather is not None and not d.gather.overlapped else 0.0
+
+
+def _gathers(s: Scenario, d: StageDurations, stage: int) -> tuple[float, int]:
+    """The overlapped ZeRO-1/2 parameter gathers issued at the step's start: (seconds, count)."""
+    if d.gather is None or not d.gather.overlapped:
+        return (0.0, 0)
+    return (d.gather.layer_s, sum(stage_chunks(s.parallelism, s.model.layers)[stage]))
+
+
 def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int, order: list[SchedOp],
                durs: dict[int, tuple[StageDurations, ...]],
                variant: dict[tuple[int, int], int], releases: Releases) -> tuple[Op, ...]:
@@ -123,10 +147,13 @@ def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int, order: list[SchedOp],
                       (send[0][0], send[0][1], send[1], messages[send[1]])
                       if send is not None else None,
                       _zero3_pass(s, d, sop))
+    first = _first_forward_gathers(s, d, stage)
     ops = []
     for idx, (kind, chunk, mb) in enumerate(order):
         key = (kind, chunk)
         r, snd, z3 = shape[key]
+        if kind == "F" and mb == 0 and first:
+            z3 = first[chunk]
         ops.append(_new(Op, (f"{kind} c{chunk} mb{mb}", kind, totals[key], table[key],
                              (r[0], r[1], mb) if r is not None else None,
                              _new(Send, ((snd[0], snd[1], mb), snd[2], snd[3]))
@@ -160,7 +187,9 @@ def build_plan(s: Scenario, pert: Perturbations | None = None) -> StepPlan:
                 for c in classes for i in range(par.pp)}
     stages = tuple(StagePlan(cls.name, i, _stage_ops(base, cls, i, orders[i], durs, variant,
                                                      releases[(id(cls), i)]),
-                             durs[variant[(id(cls), i)]][i].optimizer_s / cls.local(i).speed)
+                             durs[variant[(id(cls), i)]][i].optimizer_s / cls.local(i).speed,
+                             _prologue_s(durs[variant[(id(cls), i)]][i]),
+                             _gathers(base, durs[variant[(id(cls), i)]][i], i))
                    for cls in classes for i in range(s.parallelism.pp))
     return StepPlan(pp=s.parallelism.pp,
                     groups=tuple(GroupPlan(c.name, c.multiplicity) for c in classes),

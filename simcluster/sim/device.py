@@ -102,6 +102,7 @@ class Device:
         self.stage = plan.stage
         self.last = -1  # eid of the last record on the compute stream
         self._links: dict[int, tuple[str, str]] = {}  # send destination -> (out, in) links
+        self.param_gathers: list[simpy.Process] = []  # issued at the step's start (ZeRO-1/2)
 
     def _book(self, name: str, category: str, start_s: float,
               parts: tuple[tuple[str, float], ...], gate: int) -> None:
@@ -118,8 +119,11 @@ class Device:
         """
         env, n = self.env, z.layers
         issue = [env.event() for _ in range(n)]
-        gathers = [env.process(self._zero3("dp", f"all-gather {op.name} L{k}", z.gather_s, issue[k]))
-                   for k in range(n)] if z.gather_s > 0 else []
+        if z.issued_from >= 0:  # issued at the step's start (issue_param_gathers)
+            gathers = self.param_gathers[z.issued_from:z.issued_from + n]
+        else:
+            gathers = [env.process(self._zero3("dp", f"all-gather {op.name} L{k}", z.gather_s,
+                                               issue[k])) for k in range(n)] if z.gather_s > 0 else []
         parts = tuple((category, sec / n) for category, sec in op.parts)
         issue[0].succeed()
         scatter: simpy.Process | None = None
@@ -151,6 +155,27 @@ class Device:
         yield self.fabric.network.transfer(name, links, work_s)
         return self.fabric.record(self.group, self.stage, stream, name, "dp_comm", start,
                                   (("dp_comm", work_s),), gate)
+
+    def issue_param_gathers(self, work_s: float, count: int) -> None:
+        """Issue ``count`` per-layer ZeRO-1/2 parameter gathers back to back on this stage's
+        links (overlapped: the first forwards wait for them, :meth:`run_layers`)."""
+        after: simpy.Process | None = None
+        gathers = []
+        for k in range(count):
+            after = self.env.process(self._zero3("dp", f"param all-gather L{k}", work_s, after))
+            gathers.append(after)
+        self.param_gathers = gathers
+
+    def gather_params(self, work_s: float) -> Proc:
+        """The synchronous ZeRO-1/2 parameter all-gather on this stage's links; the compute
+        stream waits for all of it (exposed DP time)."""
+        start = self.env.now
+        links = (out_link(self.group, self.stage), in_link(self.group, self.stage))
+        yield self.fabric.network.transfer("param all-gather", links, work_s)
+        eid = self.fabric.record(self.group, self.stage, "dp", "param all-gather", "dp_comm", start,
+                                 (("dp_comm", work_s),), -1)
+        self._book("wait param all-gather", "dp_comm", start,
+                   (("dp_comm", self.env.now - start),), eid)
 
     def _await(self, collective: simpy.Process, name: str) -> Proc:
         """Wait for a ZeRO-3 collective; the wait is exposed DP time."""

@@ -6,7 +6,8 @@ the layers' TP, CP and EP communication folded in at chunk granularity (exposed,
 as in :mod:`simcluster.perf.comm_plan`). The first virtual chunk carries the embedding, the last
 the logits and loss. Per stage: the pipeline message, the DP gradient buckets (Megatron-LM
 ``DistributedDataParallel``: ``max(40M, 1M x dp)`` parameters per bucket; none under ZeRO-3), the
-ZeRO-3 per-layer gather and reduce-scatter (:mod:`simcluster.perf.zero3`) and the optimizer step.
+ZeRO-3 per-layer gather and reduce-scatter (:mod:`simcluster.perf.zero3`), the optimizer step and
+ZeRO-1/2's parameter all-gather after it (:mod:`simcluster.perf.param_gather`).
 A link-degraded variant is the same scenario with the topology's bandwidth scaled
 (:func:`degraded`).
 """
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from simcluster.perf import comm_plan
 from simcluster.perf.compute import embedding_times, logits_times, optimizer_step_time_s
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
+from simcluster.perf.param_gather import ParamGather, param_gather
 from simcluster.perf.step import grad_accumulation_s, scenario_layer_times
 from simcluster.perf.zero3 import Zero3Layer, zero3_layer
 from simcluster.spec.scenario import Scenario
@@ -53,6 +55,7 @@ class StageDurations:
     pp_message_s: float
     zero3: Zero3Layer | None  # ZeRO-3 per-layer gather and reduce-scatter (None: not ZeRO-3)
     optimizer_s: float
+    gather: ParamGather | None = None  # ZeRO-1/2 parameter all-gather after the optimizer step
 
 
 def degraded(s: Scenario, scale_out: float, scale_up: float) -> Scenario:
@@ -150,8 +153,8 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     """Every stage's durations."""
     par, acc = s.parallelism, s.cluster.topology.accelerator
     groups = comm_plan.groups(s)
-    per_stage = tuple(chunk_params(s, i, chunks)
-                      for i, chunks in enumerate(stage_chunks(par, s.model.layers)))
+    layers = stage_chunks(par, s.model.layers)
+    per_stage = tuple(chunk_params(s, i, chunks) for i, chunks in enumerate(layers))
     times = chunk_times(s, groups, per_stage)
     message = comm_plan.pp_message_s(s, groups)
     out = []
@@ -165,5 +168,6 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
                                            for p in params),
             scatters=tuple(_bucket_works(s, groups, p, False, seen) for p in params),
             pp_message_s=message, zero3=zero3,
-            optimizer_s=optimizer_step_time_s(acc, total, shards)))
+            optimizer_s=optimizer_step_time_s(acc, total, shards),
+            gather=param_gather(s, groups, total, sum(layers[i]))))
     return tuple(out)

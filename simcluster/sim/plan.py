@@ -38,12 +38,17 @@ class Zero3Pass:
     prefetch : bool
         Issue the next layer's gather when a layer's compute starts and let reduce-scatters run
         behind the compute (the op ends when the last one has); otherwise every collective blocks.
+    issued_from : int
+        ``>= 0``: the gathers were issued at the step's start (ZeRO-1/2's overlapped parameter
+        gather, :attr:`StagePlan.gathers`); the op's layers wait for the stage's gathers
+        ``issued_from ...`` instead of issuing their own. -1: ZeRO-3's own.
     """
 
     layers: int
     gather_s: float
     scatter_s: float
     prefetch: bool
+    issued_from: int = -1
 
 
 class Op(NamedTuple):
@@ -82,12 +87,20 @@ class Op(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class StagePlan:
-    """One stage of one replica class: its ops in schedule order and its optimizer step."""
+    """One stage of one replica class: its ops in schedule order and its optimizer step.
+
+    ZeRO-1/2's parameter all-gather (the previous step's, after its optimizer): ``prologue_s``, a
+    synchronous one the stage's first op waits for (0: none); ``gathers``, the overlapped ones,
+    ``(seconds each, count)``, one per layer issued back to back at the step's start, which the
+    first forward of each chunk waits for layer by layer (``(0.0, 0)``: none).
+    """
 
     group: str
     stage: int
     ops: tuple[Op, ...]
     optimizer_s: float
+    prologue_s: float = 0.0
+    gathers: tuple[float, int] = (0.0, 0)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,9 +1,10 @@
 """A stage's compute stream as event callbacks instead of a SimPy process.
 
-The stream runs the schedule's ops in order, then waits for its DP reduction, arrives at the
-optimizer barrier and runs the optimizer. Every op but ZeRO-3's is driven by callbacks on its
-own events: the message it waits for, its compute timer (and its DP buckets' timers), the end of
-its pipeline send. The rest (ZeRO-3 ops, the step's tail) stays in :class:`Device`'s
+The stream runs the synchronous ZeRO-1/2 parameter gather if any, the schedule's ops in order,
+then waits for its DP reduction, arrives at the optimizer barrier and runs the optimizer. Every
+op but ZeRO-3's (and the first forwards that wait for overlapped parameter gathers) is driven by
+callbacks on its own events: the message it waits for, its compute timer (and its DP buckets'
+timers), the end of its pipeline send. The rest (ZeRO-3 ops, the step's tail) stays in :class:`Device`'s
 generators, driven here exactly as ``yield from`` inside a SimPy process would drive them.
 
 Ordering: every callback is appended to the same event, at the same moment, as the process's
@@ -31,8 +32,9 @@ from simcluster.sim.plan import Op, StagePlan, in_link, out_link
 class ComputeStream:
     """One (replica class, stage) compute stream; :meth:`start` schedules its first step."""
 
-    __slots__ = ("_bucket", "_dev", "_done_s", "_env", "_fabric", "_gen", "_index", "_links",
-                 "_msgs", "_ops", "_optimizer_s", "_start", "_then", "finished")
+    __slots__ = ("_bucket", "_dev", "_done_s", "_env", "_fabric", "_gathers", "_gen", "_index",
+                 "_links", "_msgs", "_ops", "_optimizer_s", "_prologue_s", "_start", "_then",
+                 "finished")
 
     def __init__(self, env: simpy.Environment, dev: Device, plan: StagePlan) -> None:
         self._env = env
@@ -40,6 +42,8 @@ class ComputeStream:
         self._fabric = dev.fabric
         self._ops = plan.ops
         self._optimizer_s = plan.optimizer_s
+        self._prologue_s = plan.prologue_s
+        self._gathers = plan.gathers
         self._index = 0
         self._start = 0.0
         self._gen: Generator[simpy.Event, Any, None] | None = None
@@ -55,6 +59,11 @@ class ComputeStream:
         wake(self._env, 0, self._begin, URGENT)
 
     def _begin(self, _: simpy.Event) -> None:
+        if self._gathers[1]:
+            self._dev.issue_param_gathers(*self._gathers)
+        if self._prologue_s > 0:
+            self._delegate(self._dev.gather_params(self._prologue_s), self._next)
+            return
         self._next()
 
     # -- the common op ------------------------------------------------------------------------

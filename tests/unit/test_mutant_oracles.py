@@ -126,8 +126,8 @@ def test_dp_reduction_hides_behind_the_last_backward_not_the_forward() -> None:
     since backward is twice the forward FLOPs (Narayanan et al. SC'21 s3.2; no recompute here).
     Band 0.6-0.72: per-GEMM efficiency may differ between forward and backward by ~10%."""
     s = _scenario({"preset": "gpt3-1.7b", "seq_len": 512}, "dgx-a100-80gb", 4,
-                  {"global_batch": 64, "tp": 1, "pp": 1, "micro_batch": 1, "zero_stage": 1},
-                  {"overlap_grad_reduce": True})
+                  {"global_batch": 64, "tp": 1, "pp": 1, "micro_batch": 1, "zero_stage": 0},
+                  {"overlap_grad_reduce": True})  # ZeRO-0: no weight gather after the step
     e = estimate_step(s)
     per_micro_batch = e.breakdown.compute / s.parallelism.micro_batches
     assert e.dp_total_s > per_micro_batch  # the reduction outlasts the backward (precondition)

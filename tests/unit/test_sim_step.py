@@ -63,7 +63,7 @@ def _wide(overlap: bool) -> object:
              "seq_len": 1024}
     return load({"name": "w", "model": model, "cluster": {"topology": "dgx-a100-80gb",
                                                           "nodes": 4},
-                 "execution": {"overlap_grad_reduce": overlap},
+                 "execution": {"overlap_grad_reduce": overlap, "overlap_param_gather": overlap},
                  "parallelism": {"tp": 8, "pp": 1, "global_batch": 8, "zero_stage": 1}})
 
 

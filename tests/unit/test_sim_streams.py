@@ -36,6 +36,10 @@ def _msg(fabric: Fabric, group: str, key: MsgKey) -> simpy.Event:
 
 def _ref_compute(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc:
     fabric = dev.fabric
+    if plan.gathers[1]:
+        dev.issue_param_gathers(*plan.gathers)
+    if plan.prologue_s > 0:
+        yield from dev.gather_params(plan.prologue_s)
     for op in plan.ops:
         if op.recv is not None and not _msg(fabric, dev.group, op.recv).triggered:
             ev, start = _msg(fabric, dev.group, op.recv), env.now
@@ -113,6 +117,11 @@ PLANS = {
     "llama3-405b": lambda: build_plan(load_scenario(ROOT / "scenarios/llama3-405b-16k-h100.yaml")),
     "dp-buckets": lambda: build_plan(tiny(pp=2)),
     "dp-overlap": lambda: build_plan(tiny(pp=2, execution={"overlap_grad_reduce": True})),
+    "param-gather-sync": lambda: build_plan(tiny(pp=2, zero_stage=1,
+                                                 execution={"overlap_param_gather": False})),
+    "param-gather-overlap": lambda: build_plan(tiny(pp=2, zero_stage=1, schedule="interleaved",
+                                                    virtual_stages=2, batch=16,
+                                                    execution={"overlap_param_gather": True})),
     "zero2": lambda: build_plan(tiny(pp=1, zero_stage=2,
                                      execution={"overlap_grad_reduce": True})),
     "zero3": lambda: build_plan(tiny(pp=1, zero_stage=3)),
