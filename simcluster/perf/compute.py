@@ -25,6 +25,7 @@ from simcluster.perf.roofline import (
     OperatorTime,
     achievable_matmul_flops_per_s,
     bytes_per_element,
+    causal_cp_fraction,
     flash_attention_operator,
     gemm_operator,
     gemm_time_s,
@@ -76,14 +77,17 @@ def _shape(model: ModelSpec, dtype: str, b: int, s: int, tp: int, cp: int, sp: b
 
 
 def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
-                    flash: bool, causal: bool) -> list[OperatorTime]:
-    """Scores, softmax and AV for ``s/cp`` local queries against all ``s`` keys (ring CP)."""
+                    flash: bool, causal: bool, balanced: bool = True) -> list[OperatorTime]:
+    """Scores, softmax and AV for ``s/cp`` local queries against all ``s`` keys (CP); a causal
+    flash kernel computes the busiest rank's share (``balanced``: the CP load balance)."""
     hd, q = model.head_dim, sh.tokens / sh.batch
     flops = 4.0 * sh.batch * sh.heads * q * sh.seq * hd  # QK^T and AV, 2 FLOPs per MAC each
     if flash:
         # Q read, O written (tokens x heads x hd); K and V for the whole sequence read
         nbytes = (2 * sh.tokens * sh.heads * hd + 2 * sh.batch * sh.seq * sh.kv_width) * sh.size
-        return [flash_attention_operator(acc, dtype, flops, nbytes, causal)]
+        cp = round(sh.seq * sh.batch / sh.tokens)  # tokens = b*s/cp
+        return [flash_attention_operator(acc, dtype, flops, nbytes, causal,
+                                         causal_cp_fraction(cp, balanced))]
     heads_batch = sh.batch * sh.heads
     scores = heads_batch * q * sh.seq  # elements of the score matrix on this GPU
     result = [gemm_operator(acc, dtype, "scores", (q, sh.seq, hd), heads_batch, weight=False),
@@ -158,8 +162,8 @@ def _norm(model: ModelSpec, acc: AcceleratorSpec, name: str, elements: float, si
 
 
 def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape, tp: int,
-                     ep: int, flash: bool, causal: bool, eager_ops: bool = False
-                     ) -> list[OperatorTime]:
+                     ep: int, flash: bool, causal: bool, eager_ops: bool = False,
+                     balanced: bool = True) -> list[OperatorTime]:
     h, hd = model.hidden, model.head_dim
     qkv_out = sh.heads * hd + 2 * sh.kv_width
     result = [_norm(model, acc, "norm1", sh.norm_tokens * h, sh.size, eager_ops),
@@ -168,7 +172,7 @@ def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Sh
         rotated = sh.tokens * (sh.heads * hd + sh.kv_width)
         result.append(eager.rope(acc, rotated) if eager_ops else _rope(acc, sh, hd))
     result += _eager_attention_copies(acc, sh, hd) if eager_ops else []
-    result += _attention_core(model, acc, dtype, sh, flash, causal)
+    result += _attention_core(model, acc, dtype, sh, flash, causal, balanced)
     result += _linear(acc, dtype, "proj", (sh.tokens, h, sh.heads * hd))
     result += _residual_block(model, acc, "1", sh)
     result.append(_norm(model, acc, "norm2", sh.norm_tokens * h, sh.size, eager_ops))
@@ -196,7 +200,7 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
                 seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = False,
                 recompute: str = "none", flash_attention: bool = True, *, ep: int = 1,
                 causal: bool = True, elementwise: str = "fused",
-                host_op_s: float = 0.0) -> LayerTimes:
+                host_op_s: float = 0.0, cp_load_balance: bool = True) -> LayerTimes:
     """Forward, backward and recompute time of one transformer block on one GPU.
 
     Operators follow Megatron-LM's block (Shoeybi et al. arXiv 1909.08053; Korthikanti et al.
@@ -228,6 +232,9 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     elementwise : str
         ``fused`` kernels (one pass per norm, rotary embedding, gate), or ``eager`` PyTorch's op
         chains (:mod:`.eager`).
+    cp_load_balance : bool
+        Causal context parallelism with load-balanced chunks (every rank half its rectangle); false:
+        contiguous chunks, the busiest rank's share (:func:`.roofline.causal_cp_fraction`).
     host_op_s : float
         Host time per operator and pass: each pass takes at least ``operators x host_op_s``
         (forward and recompute one per operator, backward two: dgrad and wgrad); 0: GPU-bound.
@@ -241,7 +248,7 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
         raise SpecError("recompute", f"{recompute!r} is not one of {list(RECOMPUTE)}")
     sh = _shape(model, dtype, micro_batch, seq_len, tp, cp, sequence_parallel)
     operators = _layer_operators(model, acc, dtype, sh, tp, ep, flash_attention, causal,
-                                 _eager(elementwise))
+                                 _eager(elementwise), cp_load_balance)
     core = ("attention", "scores", "softmax", "attn_dropout", "attn_v")
     recompute_s = {"none": 0.0,
                    "selective": sum(o.time_s for o in operators if o.name in core),

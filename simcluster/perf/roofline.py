@@ -245,17 +245,30 @@ def memory_operator(acc: AcceleratorSpec, name: str, nbytes: float,
     return OperatorTime(name, "memory", 0.0, nbytes, forward, backward_factor * forward, 0.0)
 
 
+def causal_cp_fraction(cp: int, load_balance: bool) -> float:
+    """Share of its ``s/cp x s`` score rectangle the busiest rank computes under a causal mask.
+
+    Load-balanced (each rank holds chunks ``r`` and ``2cp-1-r`` of ``2cp``: Megatron-Core's context
+    parallelism, Llama 3, Dubey et al. 2024 section 3.3.2) every rank does ``1/cp`` of the
+    triangle: 1/2. Contiguous chunks: the last rank attends to every earlier chunk,
+    ``(s/cp)^2 (cp - 1/2)`` pairs, so ``1 - 1/(2cp)`` (1/2 at ``cp = 1``, 15/16 at 8).
+    """
+    return CAUSAL_WORK_FRACTION if load_balance or cp == 1 else 1.0 - 1.0 / (2 * cp)
+
+
 def flash_attention_operator(acc: AcceleratorSpec, dtype: str, flops: float, nbytes: float,
-                             causal: bool) -> OperatorTime:
+                             causal: bool, causal_fraction: float = CAUSAL_WORK_FRACTION
+                             ) -> OperatorTime:
     """One fused flash-attention kernel (FlashAttention-2, arXiv 2307.08691).
 
     ``flops`` is the standard count (full score matrix); the kernel's real work is
-    ``CAUSAL_WORK_FRACTION`` of it when causal. Forward runs at ``acc.attention_efficiency`` and
+    ``causal_fraction`` of it when causal (``CAUSAL_WORK_FRACTION``, or the busiest context-parallel
+    rank's share, :func:`causal_cp_fraction`). Forward runs at ``acc.attention_efficiency`` and
     backward (``FLASH_ATTENTION_BACKWARD_WORK`` x the forward work) at
     ``acc.attention_backward_efficiency`` of the best-shape matmul rate.
     """
     best = acc.peak(dtype) * matmul_efficiency(acc, dtype)
-    work = flops * (CAUSAL_WORK_FRACTION if causal else 1.0)
+    work = flops * (causal_fraction if causal else 1.0)
     memory = memory_bound_time_s(acc, nbytes)
     forward = max(work / (acc.attention_efficiency * best), memory)
     backward_work = FLASH_ATTENTION_BACKWARD_WORK * work

@@ -14,6 +14,7 @@ from simcluster.spec.schema import spec_field
 ELEMENTWISE_MODES = ("fused", "eager")
 TP_OVERLAP_MODES = ("none", "bulk", "pipelined")
 GRAD_COPIES = ("none", "shard", "full")
+CP_COMM_TYPES = ("p2p", "all_gather")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +33,19 @@ class ExecutionSpec:
         True, doc="fused attention kernel (FlashAttention); false: scores GEMM + softmax + AV GEMM")
     overlap_grad_reduce: bool = spec_field(
         True, doc="DP gradient reduction overlaps the last backward (--overlap-grad-reduce)")
+    overlap_param_gather: bool = spec_field(
+        True, doc="ZeRO-1/2: the all-gather of the updated weights overlaps the next forward, layer "
+        "by layer (Megatron-Core --overlap-param-gather); false: the forward waits for all of it "
+        "(Megatron-LM's default, DeepSpeed ZeRO-1/2)")
+    cp_comm_type: str = spec_field(
+        "p2p", choices=CP_COMM_TYPES,
+        doc="context-parallel K/V exchange (Megatron-Core --cp-comm-type): p2p, a ring of sends "
+        "overlapped with the attention on the current chunk; all_gather, K and V gathered before "
+        "the attention and their gradients reduce-scattered after it, exposed (Llama 3)")
+    cp_load_balance: bool = spec_field(
+        True, doc="causal context parallelism splits the sequence into 2 x cp chunks, rank r "
+        "holding r and 2cp-1-r, so every rank computes the same share (Megatron-Core, Llama 3); "
+        "false: contiguous chunks, the last rank computes 1 - 1/(2cp) of its rectangle")
     scatter_gather: bool = spec_field(
         True, doc="pipeline sends split over TP ranks, all-gathered over NVLink (SC'21 4.1)")
     grad_accumulation_fusion: bool = spec_field(
