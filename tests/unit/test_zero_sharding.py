@@ -45,7 +45,10 @@ def test_layer_collectives_move_one_layer_of_16_bit_weights_and_gradients() -> N
     dp = comm_plan.groups(s).dp
     assert dp is not None
     assert dp.ranks == 8
-    per_layer = stage_params(s.model, s.parallelism, 0, s.model.layers).dense / s.model.layers
+    # By hand: the tiny GPT (4 layers, h 512, V 1024, s 256, untied output): 4 (12h^2 + 13h)
+    # + (2V + s) h + 2h = 13,790,208 parameters, a quarter of them per ZeRO-3 unit.
+    h = 512
+    per_layer = (4 * (12 * h**2 + 13 * h) + (2 * 1024 + 256) * h + 2 * h) / 4
     layer = _layer(s)
     assert layer.gather_s == collective_time("all_gather", 2 * per_layer, dp).time_s
     grads = grad_bytes_for(s.precision) * per_layer  # fp32 gradients reduced in bf16 training
