@@ -54,7 +54,8 @@ def test_efficiency_fallback() -> None:
     acc = replace(A100, matmul_efficiency={"fp16": 0.5})
     assert compute.matmul_efficiency(acc, "tf32") == 0.5
     assert compute.matmul_efficiency(replace(A100, matmul_efficiency={}), "bf16") == 1.0
-    assert compute.matmul_efficiency(A100, "tf32") == pytest.approx(0.744)
+    # tf32 has its own entry: mli microbench A100 matmul_fp32_tf32, 116 of 156 TFLOP/s (n = 8192)
+    assert compute.matmul_efficiency(A100, "tf32") == pytest.approx(116 / 156, abs=5e-4)
 
 
 def test_bad_inputs_raise() -> None:

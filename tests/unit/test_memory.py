@@ -25,7 +25,6 @@ from simcluster.perf.memory import (
     zero3_unit_params,
     zero_bytes_per_param,
 )
-from simcluster.perf.params import count_params
 from simcluster.spec.loader import load_scenario
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -190,12 +189,28 @@ def test_megatron_first_stage_activations_1f1b_sp_selective() -> None:
 # Parameters per stage (Megatron layout) ---------------------------------------------------------
 
 
+def gpt_params(layers: int, hidden: int, vocab: int = 51200, seq: int = 2048) -> int:
+    """A GPT's parameters by hand, SC'21 section 3.3 (Narayanan et al.):
+    P = 12 l h^2 (1 + 13/(12 h) + (V + s)/(12 l h)), i.e. 12h^2 + 13h per layer and tied
+    embeddings plus learned positions, and the final layer norm's 2h the formula leaves out."""
+    return layers * (12 * hidden**2 + 13 * hidden) + (vocab + seq) * hidden + 2 * hidden
+
+
+GPT3_1_7B_PARAMS = 1_652_230_656  # gpt_params(24, 2304): SC'21 Table 1's "1.7B"
+
+
+def test_the_hand_count_is_sc21s_table_1() -> None:
+    assert gpt_params(24, 2304) == GPT3_1_7B_PARAMS
+    assert gpt_params(96, 12288) == pytest.approx(175e9, rel=0.003)  # GPT-3 175B
+
+
 def test_pp1_tp1_weights_are_whole_model_once() -> None:
     """Tied embeddings counted once with pp = 1; zero_stage 0 keeps 2 bytes per weight."""
     s = scenario("gpt3-1.7b", nodes=1, global_batch=64, zero_stage=0)
     est = estimate_memory(s)
-    assert est.stages[0].weights_bytes == 2 * count_params(s.model).total
-    assert est.stages[0].grads_bytes == 4 * count_params(s.model).total
+    assert est.stages[0].weights_bytes == 2 * GPT3_1_7B_PARAMS
+    assert est.stages[0].grads_bytes == 4 * GPT3_1_7B_PARAMS
+    assert est.stages[0].optimizer_bytes == 12 * GPT3_1_7B_PARAMS  # ZeRO paper K = 12
 
 
 def test_zero3_shards_everything_but_the_units_in_flight() -> None:
@@ -204,7 +219,7 @@ def test_zero3_shards_everything_but_the_units_in_flight() -> None:
     GPT-3 1.7B (h = 2304, vocab 51200): the embedding (118M + 4.7M positions) outweighs a layer
     (12h^2 + 13h = 63.7M), so it is the unit."""
     s = scenario("gpt3-1.7b", nodes=1, global_batch=64, zero_stage=3)
-    m, n = s.model, count_params(s.model).total
+    m, n = s.model, GPT3_1_7B_PARAMS
     unit = m.vocab * m.hidden + m.seq_len * m.hidden + 2 * m.hidden  # embedding, positions, norm
     assert zero3_unit_params(s) == pytest.approx(unit)
     for prefetch, units in ((True, 2), (False, 1)):
@@ -220,8 +235,7 @@ def test_stage0_params_match_megatron_most_loaded_shard() -> None:
     learned positions (s*h) and replicate norms per TP rank: within 0.1 %."""
     s = scenario(tp=8, pp=16)
     m, par = s.model, s.parallelism
-    pc = count_params(m)
-    block = m.layers * pc.per_layer + pc.final
+    block = m.layers * (12 * m.hidden**2 + 13 * m.hidden) + 2 * m.hidden  # SC'21 s3.3, final LN
     megatron = (block / 16 + m.vocab * m.hidden) / 8 + m.seq_len * m.hidden
     ours = stage_params(m, par, 0, 6).dense
     assert ours == pytest.approx(megatron, rel=1e-3)
@@ -281,16 +295,27 @@ def test_gpt3_175b_without_recompute_does_not_fit_40gb() -> None:
     assert estimate_memory(load_scenario(GPT3_175B, over[:1])).fits_in_memory
 
 
-def test_overhead_is_the_sum_of_its_parts() -> None:
-    """A middle stage: context, NCCL and the allocator reserve on its activations; no logits and
-    no embedding gradient (tests/unit/test_memory_overheads.py checks each part)."""
+def test_a_middle_stage_by_hand() -> None:
+    """GPT-3 175B, TP8 PP16 (v = 2), ZeRO-1 over dp 8, stage 3 of 16: everything but the
+    activations by hand (tests/unit/test_mutant_oracles.py counts a middle stage's activations).
+
+    Parameters: 96/16 = 6 layers of 12h^2 + 13h; Megatron splits the QKV, projection and MLP
+    weights and the QKV and FC1 biases over t = 8 and replicates the two layer norms and the two
+    row-parallel biases: (12h^2 + 7h)/8 + 6h per layer per GPU (simcluster also splits the
+    row-parallel biases: 2h x 7/8 per layer, 1e-4 of the stage). Bytes per parameter: 2 (bf16
+    weights) + 4 (fp32 gradients, Megatron) + 12/8 (ZeRO paper K = 12, sharded over N_d = 8).
+    Overheads: CUDA context 733,741,056 B; NCCL 688 MiB for each group of more than 2 ranks the
+    stage belongs to (tp 8, dp 8, pp 16, tp*pp 128; a middle stage is in no tied-embedding
+    group); the allocator's 15% reserve on the activations; no logits, no embedding gradient."""
     st = estimate_memory(load_scenario(GPT3_175B)).stages[3]
-    rest = st.weights_bytes + st.grads_bytes + st.optimizer_bytes + st.activations_bytes
+    h = 12288
+    params = 6 * ((12 * h**2 + 7 * h) / 8 + 6 * h)
     parts = st.overheads
     assert parts.logits == parts.embedding_grad == 0
     assert parts.allocator == pytest.approx(st.activations_bytes * 0.15 / 0.85)
-    assert st.overhead_bytes == pytest.approx(parts.cuda_context + parts.nccl + parts.allocator)
-    assert st.total_bytes == pytest.approx(rest + st.overhead_bytes)
+    by_hand = (2 + 4 + 12 / 8) * params + 733_741_056 + 4 * 688 * 2**20
+    assert st.total_bytes - st.activations_bytes - parts.allocator == pytest.approx(by_hand,
+                                                                                    rel=1e-4)
 
 
 def test_fp32_doubles_activations() -> None:

@@ -198,14 +198,34 @@ def test_bad_execution_keys_are_spec_errors(key: str, value: object) -> None:
 # Breakdown and run output -------------------------------------------------------------------------
 
 
-def test_overhead_parts_sum_to_overhead_in_the_run_output() -> None:
+def test_the_run_output_reports_the_first_stage_by_hand() -> None:
+    """GPT-3 1.7B, TP2 PP2 1F1B over 16 GPUs (dp 4, ZeRO-1): the first stage peaks (the embedding
+    and p = 2 micro-batches in flight). In GiB (2^30 B), by hand:
+    parameters 12 layers x ((12h^2 + 7h)/2 + 6h) (Megatron's split over t = 2, see
+    test_memory.py) + V h / 2 (vocabulary-parallel embedding) + s h (learned positions,
+    replicated): 2 + 4 + 12/4 bytes each (bf16 weights, fp32 gradients, ZeRO paper K = 12 over
+    N_d = 4); CUDA context 733,741,056 B; NCCL 688 MiB for each group of more than 2 ranks (dp 4,
+    tp*pp 4) and 544 MiB for each 2-rank group (tp, pp, tied embedding); the embedding's bf16
+    gradient 2 V h / t; no logits on the first stage; the allocator's 15% reserve on the dynamic
+    part (activations and the embedding gradient)."""
     d = simulate(small(tp=2, pp=2), engine="analytical").to_dict()
     mem = d["memory_gib"]
     parts = mem["overhead_parts"]
     assert set(parts) == {"cuda_context", "nccl", "logits", "embedding_grad", "allocator"}
-    assert sum(parts.values()) == pytest.approx(mem["overhead"])
-    top = sum(mem[k] for k in ("weights", "grads", "optimizer", "activations", "overhead"))
-    assert top == pytest.approx(d["peak_memory_gib"])
+    assert mem["stage"] == 0
+    h, vocab, seq, gib = 2304, 51200, 2048, 2**30
+    params = 12 * ((12 * h**2 + 7 * h) / 2 + 6 * h) + vocab * h / 2 + seq * h
+    assert mem["weights"] == pytest.approx(2 * params / gib, rel=1e-4)
+    assert mem["grads"] == pytest.approx(4 * params / gib, rel=1e-4)
+    assert mem["optimizer"] == pytest.approx(12 / 4 * params / gib, rel=1e-4)
+    assert parts["cuda_context"] == 733_741_056 / gib
+    assert parts["nccl"] == (2 * 688 + 3 * 544) / 1024
+    assert parts["embedding_grad"] == pytest.approx(2 * vocab * h / 2 / gib)
+    assert parts["logits"] == 0.0
+    dynamic = mem["activations"] + parts["embedding_grad"]
+    assert parts["allocator"] == pytest.approx(dynamic * 0.15 / 0.85)
+    by_hand = (9 * params + 733_741_056) / gib + parts["nccl"] + dynamic / 0.85
+    assert d["peak_memory_gib"] == pytest.approx(by_hand, rel=1e-4)
 
 
 # Properties ---------------------------------------------------------------------------------------
@@ -261,6 +281,12 @@ def test_every_overhead_key_only_adds_memory(context: float, fragmentation: floa
     a, b = estimate_memory(small(ex, tp=2, pp=2)), estimate_memory(small(more, tp=2, pp=2))
     for x, y in zip(a.stages, b.stages, strict=True):
         assert y.total_bytes >= x.total_bytes
-        assert y.overhead_bytes == y.overheads.total
+        if bump == "cuda_context_GiB":  # every GPU holds one more half GiB of context
+            assert y.overhead_bytes - x.overhead_bytes == pytest.approx(0.5 * 2**30)
+        if bump == "allocator_fragmentation" and fragmentation > 1e-6:
+            # reserved = allocated / (1 - f): the reserve scales by f'/(1 - f') over f/(1 - f)
+            f, g = fragmentation, more["allocator_fragmentation"]
+            assert y.overheads.allocator == pytest.approx(
+                x.overheads.allocator * (g / (1 - g)) / (f / (1 - f)), rel=1e-9)
         rest = (y.weights_bytes, y.grads_bytes, y.optimizer_bytes, y.activations_bytes)
         assert rest == (x.weights_bytes, x.grads_bytes, x.optimizer_bytes, x.activations_bytes)

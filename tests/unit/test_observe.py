@@ -11,6 +11,8 @@ from simcluster.errors import SpecError
 from simcluster.observe import CATEGORIES, ChromeTracer, Ledger, NullTracer, OpRecord
 from simcluster.observe.tracer import write_text_atomic
 from simcluster.perf.step import TimeBreakdown
+from simcluster.sim import simulate_step
+from tests.golden.sim_cases import tiny
 
 
 def test_ledger_categories_are_the_breakdown_fields() -> None:
@@ -52,12 +54,18 @@ def test_chrome_tracer_writes_perfetto_json(tmp_path: Path) -> None:
     assert {e["ph"] for e in data["traceEvents"]} == {"M", "X", "i"}
 
 
-def test_null_tracer_accepts_everything() -> None:
+def test_null_tracer_accepts_everything_and_changes_nothing() -> None:
+    """Observation is injected (STYLE.md habit 7): the NullTracer keeps no state, and a step
+    traced by it, by a ChromeTracer or by none has the same event log and times."""
     tracer = NullTracer()
-    tracer.name_process(0, "x", 0)
-    tracer.name_thread(0, 0, "x")
-    tracer.span(0, 0, "x", 0.0, 1.0, "compute")
-    tracer.instant(0, 0, "x", 0.0)
+    calls = (tracer.name_process(0, "x", 0), tracer.name_thread(0, 0, "x"),
+             tracer.span(0, 0, "x", 0.0, 1.0, "compute"), tracer.instant(0, 0, "x", 0.0))
+    assert calls == (None, None, None, None)
+    assert vars(tracer) == {}
+    s = tiny(pp=2)
+    plain, null, chrome = (simulate_step(s, tracer=t) for t in (None, NullTracer(), ChromeTracer()))
+    assert plain.event_log() == null.event_log() == chrome.event_log()
+    assert plain.iteration_time_s == null.iteration_time_s == chrome.iteration_time_s
 
 
 def test_atomic_write_leaves_no_temporary_file(tmp_path: Path) -> None:

@@ -47,9 +47,15 @@ def test_eq9_reduces_to_work_plus_checkpoints_without_failures() -> None:
 
 
 def test_meta_ettr_worked_example() -> None:
+    """Kokolis et al. (HPCA 2025) worked example, 0.931 at N = 2048, r_f = 6.5e-3 per node-day,
+    u0 = 5 min, dt = 5 min, w = 0. By hand: N r_f = 13.312 per day; 1 - 13.312 x (5 + 5/2) / 1440
+    = 0.9307; with dt = 60 min, 1 - 13.312 x (5 + 30) / 1440 = 0.6764."""
     rate = 6.5e-3 / DAY
-    assert rel.meta_expected_ettr(2048, rate, 5 * MIN, 5 * MIN, 0.0) == pytest.approx(0.931, abs=1e-3)
-    assert rel.meta_expected_ettr(2048, rate, 5 * MIN, 60 * MIN, 0.0) == pytest.approx(0.676, abs=1e-3)
+    assert rel.meta_expected_ettr(2048, rate, 5 * MIN, 5 * MIN, 0.0) == pytest.approx(
+        1 - 13.312 * 7.5 / 1440, rel=1e-12)
+    assert rel.meta_expected_ettr(2048, rate, 5 * MIN, 60 * MIN, 0.0) == pytest.approx(
+        1 - 13.312 * 35 / 1440, rel=1e-12)
+    assert round(rel.meta_expected_ettr(2048, rate, 5 * MIN, 5 * MIN, 0.0), 3) == 0.931
 
 
 def test_first_order_waste_minimum_is_young() -> None:

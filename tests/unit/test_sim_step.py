@@ -45,7 +45,10 @@ def test_close_to_the_analytical_step_with_pipeline(name: str) -> None:
     des, ana = simulate_step(s), estimate_step(s)
     assert des.iteration_time_s == pytest.approx(ana.iteration_time_s, rel=0.05)
     assert des.iteration_time_s >= _compute_lower_bound(des)
-    assert des.breakdown.total_s == des.iteration_time_s
+    # the ledger's categories account for the wall time of the event log (not for the sum that
+    # defines the step): the last op ends when the step does
+    assert des.extrapolation is None
+    assert des.breakdown.total_s == pytest.approx(max(r.end_s for r in des.records), rel=1e-12)
     assert des.model_flops == ana.model_flops
     assert des.hardware_flops == ana.hardware_flops
 

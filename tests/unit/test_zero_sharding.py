@@ -9,7 +9,7 @@ import pytest
 
 from simcluster.perf import comm_plan
 from simcluster.perf.collectives import collective_time
-from simcluster.perf.memory import grad_bytes_for, stage_params
+from simcluster.perf.memory import grad_bytes_for
 from simcluster.perf.step import estimate_step
 from simcluster.perf.zero3 import Zero3Layer, pass_exposed_s, zero3_layer
 from simcluster.sim import simulate_step
@@ -29,13 +29,27 @@ def test_pass_exposed_by_hand(args: tuple[int, float, float, float, bool], expec
     assert pass_exposed_s(*args) == pytest.approx(expected)
 
 
+def _params(s: Scenario) -> int:
+    """A tp = pp = 1 GPT's parameters by hand (SC'21 section 3.3): l (12h^2 + 13h) per layer,
+    the embedding V h, learned positions s h, the untied output layer V h and the final norm."""
+    m = s.model
+    assert not m.tied_embeddings
+    assert m.position == "learned"
+    assert m.ffn_hidden == 4 * m.hidden
+    return (m.layers * (12 * m.hidden**2 + 13 * m.hidden) + (2 * m.vocab + m.seq_len) * m.hidden
+            + 2 * m.hidden)
+
+
+def test_the_hand_count_of_the_tiny_gpt() -> None:
+    assert _params(_zero3(True)) == 13_790_208  # 4 (12 512^2 + 13 512) + (2048 + 256) 512 + 1024
+
+
 def _zero3(prefetch: bool, **kwargs: Any) -> Scenario:
     return tiny(tp=1, pp=1, zero_stage=3, execution={"zero3_prefetch": prefetch}, **kwargs)
 
 
 def _layer(s: Scenario) -> Zero3Layer:
-    par = s.parallelism
-    layer = zero3_layer(s, comm_plan.groups(s), stage_params(s.model, par, 0, s.model.layers).dense)
+    layer = zero3_layer(s, comm_plan.groups(s), _params(s))
     assert layer is not None
     return layer
 
@@ -45,7 +59,7 @@ def test_layer_collectives_move_one_layer_of_16_bit_weights_and_gradients() -> N
     dp = comm_plan.groups(s).dp
     assert dp is not None
     assert dp.ranks == 8
-    per_layer = stage_params(s.model, s.parallelism, 0, s.model.layers).dense / s.model.layers
+    per_layer = _params(s) / s.model.layers  # a quarter of the hand count per ZeRO-3 unit
     layer = _layer(s)
     assert layer.gather_s == collective_time("all_gather", 2 * per_layer, dp).time_s
     grads = grad_bytes_for(s.precision) * per_layer  # fp32 gradients reduced in bf16 training
@@ -146,7 +160,7 @@ def test_zero2_under_gpipe_hides_each_scatter_behind_one_backward_only() -> None
 
 
 def _scatter(s: Scenario) -> float:
-    held = stage_params(s.model, s.parallelism, 0, s.model.layers).dense
+    held = _params(s)
     dp = comm_plan.groups(s).dp
     assert dp is not None
     return collective_time("reduce_scatter", held * grad_bytes_for(s.precision), dp).time_s
@@ -162,7 +176,7 @@ def test_zero2_reduce_scatters_every_earlier_micro_batch(scenarios: tuple[Scenar
     the serial DP stream: only what outruns the compute is exposed (a backlog at the end)."""
     z1, z2 = scenarios
     e1, e2, rs, m = estimate_step(z1), estimate_step(z2), _scatter(z2), z2.parallelism.micro_batches
-    held, grad = stage_params(z2.model, z2.parallelism, 0, z2.model.layers).dense, 4
+    held, grad = _params(z2), 4
     assert m == 4
     assert comm_plan.zero2_scatter_s(z2, comm_plan.groups(z2), held, grad) == rs
     assert comm_plan.zero2_scatter_s(z1, comm_plan.groups(z1), held, grad) == 0.0

@@ -81,12 +81,17 @@ RECOMPUTE_145B = Case("sc21_recompute_145B_128gpu", 80, 12288, 96, 128, 8, 16, 1
 @pytest.mark.slow
 @pytest.mark.parametrize("batch", [16, 32, 64])
 def test_recompute_costs_at_most_a_third(batch: int) -> None:
-    # sc21_recompute_145B_128gpu: full recompute is "up to 33%" slower at small batch sizes.
+    """sc21_recompute_145B_128gpu, SC'21 section 5.7 (Figure 17): activation recomputation gives
+    "up to 33% lower throughput" at small batch sizes. The same ceiling is physical: recompute
+    adds one forward F per micro-batch to a step of at least F + F + B per micro-batch slot
+    (1F1B), and a backward is never cheaper than its forward (B >= F: the same TP collectives,
+    twice the GEMMs), so the lost share F / (2F + B) is at most 1/3. The floor: recompute only
+    adds work, so the loss is above 0. (The former floor, 15%, was fitted; today 24.3-24.4%.)"""
     case = dataclasses.replace(RECOMPUTE_145B, batch=batch)
     with_recompute = simulate(scenario(case), engine="analytical").step.iteration_time_s
     without = simulate(scenario(case, recompute="none"), engine="analytical").step.iteration_time_s
     loss = 1 - without / with_recompute
-    assert 0.15 <= loss <= 0.33
+    assert 0.0 < loss <= 1 / 3
 
 
 # Megatron-LM examples/sc21/run_figure_18.sh: TP 8, PP 12, 2 layers per virtual stage.
@@ -97,7 +102,11 @@ SCATTER_GATHER_175B = Case("sc21_scatter_gather_175B_96gpu", 96, 12288, 96, 96, 
 @pytest.mark.slow
 @pytest.mark.parametrize("batch", [12, 36, 60])
 def test_scatter_gather_gains_up_to_11_percent(batch: int) -> None:
-    # sc21_scatter_gather_175B_96gpu: "up to 11%" throughput gain (Figure 18, batch 12..60).
+    """sc21_scatter_gather_175B_96gpu, SC'21 section 5.8 (Figure 18, batch 12..60): "an
+    improvement of up to 11% in throughput" (the ceiling, the paper's own number). The floor is
+    physical: scatter/gather sends 1/t of each boundary tensor over InfiniBand and all-gathers it
+    over NVLink (t = 8: 8x fewer cross-node bytes on a 12x faster link), so it cannot slow a step
+    whose pipeline sends are exposed. Today +5.9% at every batch."""
     case = dataclasses.replace(SCATTER_GATHER_175B, batch=batch)
     on = simulate(scenario(case), engine="analytical").step.iteration_time_s
     without = scenario(case, execution={"scatter_gather": False})
