@@ -40,6 +40,7 @@ from simcluster.perf.compute import (
     grad_accumulation_time_s,
     layer_times,
     logits_times,
+    memory_operator,
     optimizer_step_time_s,
 )
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
@@ -48,7 +49,7 @@ from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
 from simcluster.perf.param_gather import ParamGather, gather_exposed_s, gather_total_s, param_gather
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.slowdown import replica_stage_speeds
-from simcluster.perf.zero3 import zero3_layer, zero3_step_s
+from simcluster.perf.zero3 import copy_out_bytes, zero3_layer, zero3_step_s
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -123,17 +124,26 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
     ex = s.execution
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
                         par.cp, par.sequence_parallel, par.recompute, ex.flash_attention,
-                        par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance)
+                        par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance,
+                        copy_out_bytes(s))
 
 
 @memoised()
 def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
                  flash_attention: bool, ep: int, elementwise: str, host_op_s: float,
-                 cp_load_balance: bool) -> LayerTimes:
-    return layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
-                       recompute, flash_attention, ep=ep, elementwise=elementwise,
-                       host_op_s=host_op_s, cp_load_balance=cp_load_balance)
+                 cp_load_balance: bool, copy_bytes: float) -> LayerTimes:
+    layer = layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
+                        recompute, flash_attention, ep=ep, elementwise=elementwise,
+                        host_op_s=host_op_s, cp_load_balance=cp_load_balance)
+    if copy_bytes == 0:
+        return layer
+    # ZeRO-3's copy-out (perf/zero3.py): once before the forward, once before the backward (the
+    # recompute reuses the backward's gathered parameters)
+    copy = memory_operator(acc.value, "zero3_copy_out", copy_bytes, backward_factor=1.0)
+    return dataclasses.replace(layer, forward_s=layer.forward_s + copy.time_s,
+                               backward_s=layer.backward_s + copy.backward_s,
+                               operators=(*layer.operators, copy))
 
 
 @memoised()

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from simcluster.perf.collectives import collective_time
 from simcluster.perf.comm_plan import ACT_BYTES, Groups
-from simcluster.perf.memory import grad_bytes_of, stage_chunks
+from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.spec.scenario import Scenario
 
 
@@ -49,6 +49,24 @@ def zero3_layer(s: Scenario, g: Groups, params_on_gpu: float) -> Zero3Layer | No
     gather = collective_time("all_gather", per_layer * ACT_BYTES[s.precision], g.dp).time_s
     scatter = collective_time("reduce_scatter", per_layer * grad_bytes_of(s), g.dp)
     return Zero3Layer(gather, scatter.time_s)
+
+
+def copy_out_bytes(s: Scenario) -> float:
+    """Bytes one layer's all-gather copy-out moves on the compute stream (0 unless it applies).
+
+    FSDP2 (per-parameter sharding) all-gathers a layer's shards into one flat buffer and then
+    copies each parameter out of it (``foreach_all_gather_copy_out``, ``split_with_sizes_copy``:
+    pytorch/pytorch#117950, #117203) on the compute stream, before the layer's forward and again
+    before its backward: one read and one write of the layer's unsharded 16-bit parameters. The
+    reduce-scatter's copy-in runs on its own stream (pytorch/pytorch#117975) and is not counted.
+    FSDP1's flat parameters and DeepSpeed use the gathered buffer in place
+    (``execution.zero3_copy_out: false``).
+    """
+    par = s.parallelism
+    if par.zero_stage < 3 or par.dp == 1 or not s.execution.zero3_copy_out:
+        return 0.0
+    per_layer = stage_params(s.model, par, 0, s.model.layers).dense / s.model.layers
+    return 2.0 * per_layer * ACT_BYTES[s.precision]
 
 
 def pass_exposed_s(layers: int, before_s: float, compute_s: float, after_s: float,

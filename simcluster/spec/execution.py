@@ -54,6 +54,10 @@ class ExecutionSpec:
     zero3_prefetch: bool = spec_field(
         True, doc="ZeRO-3: the next layer's parameter gather is issued when a layer's compute "
         "starts (FSDP forward/backward prefetch); false: every gather and reduce-scatter blocks")
+    zero3_copy_out: bool = spec_field(
+        False, doc="ZeRO-3: each gathered layer's parameters are copied out of the all-gather "
+        "buffer on the compute stream before its forward and its backward (FSDP2's per-parameter "
+        "sharding); false: used in place (FSDP1 flat parameters, DeepSpeed)")
     elementwise: str = spec_field(
         "fused", choices=ELEMENTWISE_MODES,
         doc="norms, rotary embedding, SwiGLU gate and loss as fused kernels (Megatron, Transformer "

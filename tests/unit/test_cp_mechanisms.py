@@ -60,7 +60,8 @@ def _scenario(**execution: Any) -> Scenario:
 def test_all_gather_exchange_moves_the_whole_sequence_kv() -> None:
     s = _scenario(cp_comm_type="all_gather")
     g = comm_plan.groups(s)
-    assert g.cp is not None and g.cp.n == 2
+    assert g.cp is not None
+    assert g.cp.n == 2
     # K and V: 2 x b(1) x s(8192) x kv_heads(8) x head_dim(64) / tp(2), bf16 = 2 x 4,194,304 B
     whole = 2 * 1 * 8192 * 8 * 64 / 2 * 2
     forward, backward = comm_plan.cp_layer_comm_s(s, g, attention_fwd_s=1.0)

@@ -9,6 +9,7 @@ result, so no backward hides it, and a layout without ZeRO-1/2 does not depend o
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from typing import Any
 
 import pytest
@@ -75,7 +76,8 @@ def test_exposed_gather_is_bounded_and_shrinks_with_more_forward(
 def test_zero1_reduces_gradients_by_reduce_scatter_and_gathers_weights_apart() -> None:
     s = _scenario()
     g = comm_plan.groups(s)
-    assert g.dp is not None and g.dp.n == 8
+    assert g.dp is not None
+    assert g.dp.n == 8
     held = 1.0e8
     # ZeRO-1: only the reduce-scatter of the (fp32, bf16 default) gradients precedes the step
     assert comm_plan.dp_reduce_s(s, g, held, 4) == collective_time("reduce_scatter", 4e8, g.dp).time_s
@@ -94,7 +96,8 @@ def test_the_gather_is_never_hidden_by_the_backward(engine: str) -> None:
     s = _scenario(overlap=False)
     held = stage_params(s.model, s.parallelism, 0, s.model.layers)
     pg = param_gather(s, comm_plan.groups(s), held.dense + held.expert, s.model.layers)
-    assert pg is not None and pg.total_s > 0
+    assert pg is not None
+    assert pg.total_s > 0
     step = simulate(s, engine=engine).step
     assert step.breakdown.dp_comm >= 0.99 * pg.total_s
 
@@ -110,15 +113,20 @@ def test_overlap_param_gather_changes_zero1_and_only_zero1(engine: str) -> None:
 
 def test_des_issues_the_gathers_at_the_start_and_the_first_forward_waits_for_them() -> None:
     plan = build_plan(_scenario(overlap=True))
-    assert plan.stages[0].gathers[1] == 8 and plan.stages[0].prologue_s == 0.0
+    assert plan.stages[0].gathers[1] == 8
+    assert plan.stages[0].prologue_s == 0.0
     out = run_plan(plan)
     gathers = [r for r in out.records if r.stream == "dp" and r.name.startswith("param all-gather")]
-    assert len(gathers) == 8 and gathers[0].start_s == 0.0
-    assert all(a.end_s <= b.start_s + 1e-12 for a, b in zip(gathers, gathers[1:], strict=False))
+    assert len(gathers) == 8
+    assert gathers[0].start_s == 0.0
+    assert all(a.end_s <= b.start_s + 1e-12 for a, b in itertools.pairwise(gathers))
     first = [r for r in out.records if r.stream == "compute" and r.name.startswith("F c0 mb0 L")]
-    assert len(first) == 8 and first[0].start_s >= gathers[0].end_s
+    assert len(first) == 8
+    assert first[0].start_s >= gathers[0].end_s
 
     sync = build_plan(_scenario(overlap=False))
-    assert sync.stages[0].gathers == (0.0, 0) and sync.stages[0].prologue_s > 0
+    assert sync.stages[0].gathers == (0.0, 0)
+    assert sync.stages[0].prologue_s > 0
     waits = [r for r in run_plan(sync).records if r.name == "wait param all-gather"]
-    assert len(waits) == 1 and waits[0].start_s == 0.0
+    assert len(waits) == 1
+    assert waits[0].start_s == 0.0
