@@ -10,7 +10,8 @@ import pytest
 from simcluster.cli import main
 from simcluster.perf.memory import stage_params
 from simcluster.perf.pipeline import bubble_time_s
-from simcluster.perf.step import TimeBreakdown, estimate_step, grad_accumulation_s
+from simcluster.perf.stage_work import grad_accumulation_s
+from simcluster.perf.step import TimeBreakdown, estimate_step
 from simcluster.run.single import simulate
 from simcluster.spec import load_scenario
 
