@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError
 from simcluster.observe import CATEGORIES, ChromeTracer, Ledger, NullTracer, OpRecord
 from simcluster.observe.tracer import write_text_atomic
 from simcluster.perf.step import TimeBreakdown
@@ -24,9 +24,9 @@ def test_ledger_adds_and_checks() -> None:
     assert ledger.total_s == 2.0
     assert ledger.gap_s(2.0) == 0.0
     assert ledger.as_dict()["compute"] == 1.5
-    with pytest.raises(SpecError):
+    with pytest.raises(InvariantError):
         ledger.add("naps", 1.0)
-    with pytest.raises(SpecError):
+    with pytest.raises(InvariantError):
         ledger.add("compute", -1.0)
 
 
