@@ -17,8 +17,8 @@ import difflib
 import functools
 import math
 import types
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Protocol, TypeVar, Union, cast, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 from simcluster import units
 from simcluster.errors import SpecError
@@ -63,12 +63,6 @@ def spec_field(
     if derived and default is dataclasses.MISSING:
         return dataclasses.field(metadata={"spec": meta})
     return dataclasses.field(default=default, metadata={"spec": meta})
-
-
-class Derivable(Protocol):
-    """A spec class may fill derived fields from the parsed values and a context."""
-
-    derive: ClassVar[Callable[[dict[str, Any], Context], None]]
 
 
 def meta_of(field: dataclasses.Field[Any]) -> Meta:
