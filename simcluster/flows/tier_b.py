@@ -24,9 +24,9 @@ from simcluster.flows.engine import Incidence, incidence, run
 from simcluster.flows.maxmin import FloatArray
 from simcluster.flows.plan import Transfer
 from simcluster.flows.routes import Router
-from simcluster.perf.collectives import OPS, CollectiveTime, comm_group
+from simcluster.perf.collectives import CollectiveTime, comm_group
 from simcluster.perf.collectives_calibration import PROTOCOLS
-from simcluster.perf.collectives_formulas import bus_factor, phase_steps
+from simcluster.perf.collectives_formulas import bus_factor, check_request, phase_steps
 from simcluster.perf.collectives_group import CommGroup
 from simcluster.spec.hardware import TopologySpec
 from simcluster.topology import Edge, build_graph
@@ -168,12 +168,9 @@ class _Prepared(NamedTuple):
 
 
 def _check(op: str, nbytes: float, algo: str, protocol: str) -> None:
-    if op not in OPS:
-        raise SpecError("collective.op", f"unknown {op!r}; expected one of {', '.join(OPS)}")
+    check_request(op, nbytes)
     if algo != "auto" and algo not in FLOW_ALGOS[op]:
         raise SpecError("collective.algo", f"Tier B runs {op} with auto or "
                         f"{', '.join(FLOW_ALGOS[op])}, not {algo!r}")
     if protocol != "auto" and protocol not in PROTOCOLS:
         raise SpecError("collective.protocol", f"expected auto or one of {', '.join(PROTOCOLS)}")
-    if not nbytes >= 0:
-        raise SpecError("collective.nbytes", f"must be >= 0, got {nbytes}")

@@ -231,13 +231,10 @@ def _algo_time(op: str, algo: str, nbytes: float, group: CommGroup) -> tuple[flo
 
 def _check(op: str, nbytes: float, algo: str) -> None:
     """``SpecError`` for an unknown op or algorithm, or a negative size."""
-    if op not in OPS:
-        raise SpecError("collective.op", f"unknown {op!r}; expected one of {', '.join(OPS)}")
+    f.check_request(op, nbytes)
     if algo != "auto" and algo not in OP_ALGOS[op]:
         raise SpecError("collective.algo", f"{algo!r} cannot run {op}; expected auto or one of "
                         f"{', '.join(OP_ALGOS[op])}")
-    if not nbytes >= 0:
-        raise SpecError("collective.nbytes", f"must be >= 0, got {nbytes}")
 
 
 @memoised()

@@ -26,6 +26,20 @@ def _lg(n: int) -> int:
     return (n - 1).bit_length()
 
 
+def check_op(op: str, key: str = "collective.op") -> None:
+    """``SpecError`` at ``key`` unless ``op`` is one of :data:`OPS` (both tiers and the CLI)."""
+    if op not in OPS:
+        raise SpecError(key, f"unknown {op!r}; expected one of {', '.join(OPS)}")
+
+
+def check_request(op: str, nbytes: float) -> None:
+    """The checks every collective request passes first, in Tier A and Tier B alike: a known
+    ``op`` and a size ``>= 0`` (NaN refused)."""
+    check_op(op)
+    if not nbytes >= 0:
+        raise SpecError("collective.nbytes", f"must be >= 0, got {nbytes}")
+
+
 #: Latency steps of one phase of an algorithm: (intra-node, inter-node) messages in sequence.
 Steps = tuple[int, int]
 
@@ -97,8 +111,7 @@ def bus_factor(op: str, n: int) -> float:
         ``2(n-1)/n`` for all-reduce; ``(n-1)/n`` for all-gather, reduce-scatter and all-to-all;
         1 for broadcast and send/recv (nccl-tests ``doc/PERFORMANCE.md``, network.md section 1.7).
     """
-    if op not in OPS:
-        raise SpecError("collective.op", f"unknown {op!r}; expected one of {', '.join(OPS)}")
+    check_op(op)
     if op == "all_reduce":
         return 2 * (n - 1) / n
     if op in ("all_gather", "reduce_scatter", "all_to_all"):

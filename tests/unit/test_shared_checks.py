@@ -1,0 +1,50 @@
+"""Input checks written once and used everywhere they apply (issue 15: repeated input checks)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from simcluster.errors import SpecError, check_choice
+from simcluster.flows.tier_b import FlowModel
+from simcluster.horizon.config import HorizonConfig
+from simcluster.horizon.montecarlo import run_replicas
+from simcluster.perf.collectives import collective_time, comm_group
+from simcluster.perf.collectives_formulas import bus_factor
+from simcluster.spec.loader import load_topology
+
+
+def test_check_choice_returns_the_value_or_names_key_choices_and_file() -> None:
+    assert check_choice("engine", "des", ("des", "analytical")) == "des"
+    with pytest.raises(SpecError) as err:
+        check_choice("sweep.layouts", "grid", ("search", "fixed"), "s.yaml")
+    assert str(err.value) == "s.yaml: sweep.layouts: 'grid' is not one of search, fixed"
+    with pytest.raises(SpecError, match="None is not one of"):
+        check_choice("--contention", None, ("auto", "off"))
+
+
+def test_horizon_engine_names_are_checked_like_the_others() -> None:
+    with pytest.raises(SpecError) as err:
+        run_replicas(HorizonConfig(nodes=1, work_s=1.0), 1, 0, engine="bogus")
+    assert err.value.key == "engine"
+    assert err.value.message == "'bogus' is not one of fast, simpy"
+
+
+@pytest.mark.parametrize(("op", "nbytes", "key"), [("all_shuffle", 1e6, "collective.op"),
+                                                   ("all_reduce", -1.0, "collective.nbytes"),
+                                                   ("all_reduce", math.nan, "collective.nbytes")])
+def test_both_tiers_refuse_a_bad_request_with_the_same_error(op: str, nbytes: float,
+                                                             key: str) -> None:
+    topo = load_topology("dgx-h100")
+    with pytest.raises(SpecError) as tier_a:
+        collective_time(op, nbytes, comm_group(topo, 16, 1))
+    with pytest.raises(SpecError) as tier_b:
+        FlowModel(topo, 2).collective_time(op, nbytes, 16)
+    assert tier_a.value.key == tier_b.value.key == key
+    assert tier_a.value.message == tier_b.value.message
+
+
+def test_bus_factor_refuses_an_unknown_op() -> None:
+    with pytest.raises(SpecError, match="unknown 'all_shuffle'"):
+        bus_factor("all_shuffle", 8)
