@@ -21,6 +21,7 @@ from simcluster.perf.compute import (
     grad_accumulation_time_s,
     layer_times,
     logits_times,
+    optimizer_step_time_s,
 )
 from simcluster.perf.memory import grad_bytes_of
 from simcluster.spec.hardware import AcceleratorSpec
@@ -122,3 +123,12 @@ def grad_accumulation_s(s: Scenario, params: float) -> float:
     fresh = 4 if s.precision == "fp32" else 2
     return grad_accumulation_time_s(s.cluster.topology.accelerator, shard, fresh,
                                     grad_bytes_of(s))
+
+
+def optimizer_s(s: Scenario, held: float) -> float:
+    """The optimizer step of a GPU holding ``held`` parameters: Adam over its ZeRO shard (the
+    parameters over ``dp * cp`` from ZeRO-1 on; :func:`simcluster.perf.compute.optimizer_step_time_s`).
+    """
+    par = s.parallelism
+    shards = par.dp * par.cp if par.zero_stage >= 1 else 1
+    return optimizer_step_time_s(s.cluster.topology.accelerator, held, shards)

@@ -35,13 +35,12 @@ from dataclasses import dataclass, fields
 
 from simcluster.perf import comm_plan
 from simcluster.perf.cache import memoised
-from simcluster.perf.compute import optimizer_step_time_s
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
 from simcluster.perf.memory import grad_bytes_of, stage_params
 from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.slowdown import replica_stage_speeds
-from simcluster.perf.stage_work import layer_costs
+from simcluster.perf.stage_work import layer_costs, optimizer_s
 from simcluster.perf.zero3 import zero3_layer, zero3_step_s
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -202,13 +201,10 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTime
 
 def _optimizer_s(s: Scenario, shapes: tuple[_Stage, ...], speeds: tuple[float, ...]) -> float:
     """The slowest stage's optimizer step (each at its compute ``speeds``)."""
-    par = s.parallelism
-    shards = par.dp * par.cp if par.zero_stage >= 1 else 1
-    acc = s.cluster.topology.accelerator
     worst = 0.0
     # distinct (count, speed) pairs, first-seen order
     for held, speed in {(shape.held, v): None for shape, v in zip(shapes, speeds, strict=True)}:
-        worst = max(worst, optimizer_step_time_s(acc, held, shards) / speed)
+        worst = max(worst, optimizer_s(s, held) / speed)
     return worst
 
 

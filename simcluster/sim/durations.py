@@ -18,9 +18,8 @@ import math
 from dataclasses import dataclass
 
 from simcluster.perf import comm_plan
-from simcluster.perf.compute import optimizer_step_time_s
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
-from simcluster.perf.stage_work import layer_costs
+from simcluster.perf.stage_work import layer_costs, optimizer_s
 from simcluster.perf.zero3 import Zero3Layer, zero3_layer
 from simcluster.spec.scenario import Scenario
 
@@ -139,7 +138,7 @@ def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float,
 
 def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     """Every stage's durations."""
-    par, acc = s.parallelism, s.cluster.topology.accelerator
+    par = s.parallelism
     groups = comm_plan.groups(s)
     per_stage = tuple(chunk_params(s, i, chunks)
                       for i, chunks in enumerate(stage_chunks(par, s.model.layers)))
@@ -150,11 +149,10 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     for i, params in enumerate(per_stage):
         total = sum(params)
         zero3 = zero3_layer(s, groups, total)
-        shards = par.dp * par.cp if par.zero_stage >= 1 else 1
         out.append(StageDurations(
             chunks=times[i], buckets=tuple(() if zero3 else _bucket_works(s, groups, p, True, seen)
                                            for p in params),
             scatters=tuple(_bucket_works(s, groups, p, False, seen) for p in params),
             pp_message_s=message, zero3=zero3,
-            optimizer_s=optimizer_step_time_s(acc, total, shards)))
+            optimizer_s=optimizer_s(s, total)))
     return tuple(out)

@@ -7,10 +7,12 @@ stage times (interleaved, uneven layers, unfused gradient accumulation, first an
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from simcluster.perf import comm_plan
-from simcluster.perf.stage_work import grad_accumulation_s, layer_costs
+from simcluster.perf.stage_work import grad_accumulation_s, layer_costs, optimizer_s
 from simcluster.perf.step import estimate_step
 from simcluster.sim.durations import stage_durations
 from simcluster.spec.loader import load_scenario
@@ -70,3 +72,18 @@ def test_span_adds_layers_and_the_model_ends_once() -> None:
         pytest.approx(pass_s, rel=1e-12)
     assert with_pass.wgrad_s - costs.span(2, False, False, 0.0).wgrad_s == \
         pytest.approx(pass_s, rel=1e-12)
+
+
+def test_both_engines_take_the_optimizer_step_from_one_place() -> None:
+    """ZeRO-1 shards the Adam step over dp * cp; the DES's slowest stage is the analytical one."""
+    s = interleaved_uneven()
+    par = s.parallelism
+    zero0, zero1 = (dataclasses.replace(s, parallelism=dataclasses.replace(par, zero_stage=z))
+                    for z in (0, 1))
+    held = 2.0e9
+    assert optimizer_s(zero1, held) == pytest.approx(optimizer_s(zero0, held / (par.dp * par.cp)),
+                                                     rel=1e-12)
+    assert optimizer_s(zero0, held) > 30 * optimizer_s(zero1, held)  # dp * cp = 32
+    for scenario in (zero0, zero1):
+        des = max(stage.optimizer_s for stage in stage_durations(scenario))
+        assert des == pytest.approx(estimate_step(scenario).breakdown.optimizer, rel=1e-12)
