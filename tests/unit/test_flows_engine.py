@@ -11,7 +11,8 @@ import yaml
 from simcluster.cli import main
 from simcluster.errors import InvariantError
 from simcluster.flows.engine import simulate
-from simcluster.flows.plan import FlowClass, Phase, Transfer, scaled, with_latencies
+from simcluster.flows.plan import FlowClass, Phase, Transfer
+from tests.flows_reference import scaled, with_latencies
 
 ROOT = Path(__file__).resolve().parents[2]
 
