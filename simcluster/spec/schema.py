@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 from simcluster import units
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError, SpecError
 
 T = TypeVar("T")
 #: The largest integer a float holds exactly; int-valued keys written as floats must not exceed it.
@@ -86,7 +86,7 @@ def _stem(field: dataclasses.Field[Any]) -> str:
     si = units.dimension(meta.unit)
     suffix = f"_{si}"
     if not field.name.endswith(suffix):
-        raise TypeError(f"field {field.name} with unit {meta.unit} must end in {suffix}")
+        raise InvariantError(f"field {field.name} with unit {meta.unit} must end in {suffix}")
     return field.name[: -len(suffix)]
 
 
@@ -271,7 +271,7 @@ def _convert_scalar(hint: Any, meta: Meta, value: object, suffix: str | None, wh
         number = _as_float(value, where)
         _bounded(number, meta, where)
         return units.to_si(number, suffix) if suffix else number
-    raise TypeError(f"{where}: unsupported field type {hint!r}")
+    raise InvariantError(f"{where}: unsupported field type {hint!r}")
 
 
 def _as_int(value: object, where: str) -> int:

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
-from simcluster.errors import SpecError, check_choice
+from simcluster.errors import InvariantError, SpecError, check_choice
 from simcluster.flows.tier_b import FlowModel
 from simcluster.horizon.config import HorizonConfig
 from simcluster.horizon.montecarlo import run_replicas
 from simcluster.perf.collectives import collective_time, comm_group
 from simcluster.perf.collectives_formulas import bus_factor
+from simcluster.spec import schema
 from simcluster.spec.loader import load_topology
 
 
@@ -48,3 +50,21 @@ def test_both_tiers_refuse_a_bad_request_with_the_same_error(op: str, nbytes: fl
 def test_bus_factor_refuses_an_unknown_op() -> None:
     with pytest.raises(SpecError, match="unknown 'all_shuffle'"):
         bus_factor("all_shuffle", 8)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _UnitWithoutSuffix:
+    size: float = schema.spec_field(1.0, unit="GiB")  # a bytes field must be named size_bytes
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class _UnsupportedType:
+    ratio: complex = schema.spec_field(1j)
+
+
+def test_a_malformed_spec_class_is_an_internal_error_not_bad_input() -> None:
+    """The schema's own classes are code: a misnamed or mistyped field is a bug (exit 1)."""
+    with pytest.raises(InvariantError, match="must end in _bytes"):
+        schema.parse(_UnitWithoutSuffix, {"size_GiB": 1})
+    with pytest.raises(InvariantError, match="unsupported field type"):
+        schema.parse(_UnsupportedType, {"ratio": 2})
