@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import pytest
 
@@ -13,8 +14,10 @@ from simcluster.horizon.config import HorizonConfig
 from simcluster.horizon.montecarlo import run_replicas
 from simcluster.perf.collectives import collective_time, comm_group
 from simcluster.perf.collectives_formulas import bus_factor
+from simcluster.sim import GpuSlowdown, LinkDegradation, Perturbations, simulate_step
 from simcluster.spec import schema
-from simcluster.spec.loader import load_topology
+from simcluster.spec.loader import load_scenario, load_topology
+from tests.tiny import tiny_scenario
 
 
 def test_check_choice_returns_the_value_or_names_key_choices_and_file() -> None:
@@ -68,3 +71,35 @@ def test_a_malformed_spec_class_is_an_internal_error_not_bad_input() -> None:
         schema.parse(_UnitWithoutSuffix, {"size_GiB": 1})
     with pytest.raises(InvariantError, match="unsupported field type"):
         schema.parse(_UnsupportedType, {"ratio": 2})
+
+
+@pytest.mark.parametrize(("section", "entry", "key"), [
+    ("gpu_slowdown", {"node": 2, "gpu": 0, "factor": 0.5}, "gpu_slowdown[0].node"),
+    ("gpu_slowdown", {"node": 0, "gpu": 8, "factor": 0.5}, "gpu_slowdown[0].gpu"),
+    ("link_bandwidth", {"layer": "scale_out", "node": 5, "factor": 0.5},
+     "link_bandwidth[0].node"),
+])
+def test_loader_and_des_check_perturbations_with_one_function(section: str,
+                                                              entry: dict[str, Any],
+                                                              key: str) -> None:
+    """The same out-of-range entry, from a scenario file or passed to the DES, is the same error."""
+    with pytest.raises(SpecError) as loaded:
+        load_scenario(tiny_scenario("p", perturbations={section: [entry]}))
+    values = (GpuSlowdown(entry["node"], entry["gpu"], entry["factor"]),) \
+        if section == "gpu_slowdown" else \
+        (LinkDegradation(entry["layer"], entry["node"], entry["factor"]),)
+    pert = Perturbations(**{section: values})
+    with pytest.raises(SpecError) as simulated:
+        simulate_step(load_scenario(tiny_scenario("p")), perturbations=pert)
+    assert loaded.value.key == simulated.value.key == f"perturbations.{key}"
+    assert loaded.value.message == simulated.value.message
+
+
+def test_the_des_refuses_what_the_loader_refuses_by_field_bounds() -> None:
+    """Factors and layers are field bounds in the scenario; the DES's own values get the same."""
+    tiny = load_scenario(tiny_scenario("p"))
+    with pytest.raises(SpecError, match=r"gpu_slowdown\[0\].factor"):
+        simulate_step(tiny, perturbations=Perturbations(gpu_slowdown=(GpuSlowdown(0, 0, 1.5),)))
+    with pytest.raises(SpecError, match=r"link_bandwidth\[0\].factor"):
+        simulate_step(tiny, perturbations=Perturbations(
+            link_bandwidth=(LinkDegradation("scale_up", None, math.nan),)))
