@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from simcluster import units
 from simcluster.cli_args import positive_int
 from simcluster.errors import SpecError
-from simcluster.perf.collectives_formulas import OPS
+from simcluster.perf.collectives_formulas import OPS, check_op
 
 if TYPE_CHECKING:  # the handler imports these (numpy, networkx) only when it runs
     from simcluster.perf.collectives import CollectiveTime
@@ -85,8 +85,7 @@ def _check(args: argparse.Namespace, topo: TopologySpec) -> int:
     from simcluster.perf.collectives import ALGOS
     from simcluster.topology import check_nodes
 
-    if args.op not in OPS:
-        raise SpecError("--op", f"unknown {args.op!r}; expected one of {', '.join(OPS)}")
+    check_op(args.op, "--op")
     algos = ALGOS if args.tier == "A" else ("auto", *FLOW_ALGOS[args.op])
     if args.algo not in algos:
         raise SpecError("--algo", f"unknown {args.algo!r} for tier {args.tier}; expected one of "

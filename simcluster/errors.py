@@ -7,6 +7,8 @@ file, the offending value and what was expected. Anything else that escapes is a
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 
 class SimclusterError(Exception):
     """Base class of every error the package raises on purpose."""
@@ -44,6 +46,16 @@ class SpecError(SimclusterError):
         """The same error re-anchored in ``source`` with ``prefix`` prepended to its key path."""
         key = ".".join(p for p in (prefix, self.key) if p)
         return SpecError(key, self.message, self.source or source)
+
+
+def check_choice(key: str, value: object, choices: Collection[str], source: str = "") -> str:
+    """``value`` when it is one of ``choices``; else a :class:`SpecError` at ``key`` listing them.
+
+    The one choice check of the engines, loops and sweep options (``'x' is not one of a, b``).
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise SpecError(key, f"{value!r} is not one of {', '.join(choices)}", source)
+    return value
 
 
 class InvariantError(SimclusterError):

@@ -47,6 +47,15 @@ def names(kind: str) -> list[str]:
     return sorted(_catalog(kind))
 
 
+def entries(kind: str) -> dict[str, dict[str, Any]]:
+    """A copy of every entry of the packaged ``{kind}.yaml`` (including ``collectives``), by name.
+
+    Like :func:`entry`, the caller may change what it gets: the parsed file is never handed out.
+    """
+    copied: dict[str, dict[str, Any]] = deep_copy(_catalog(kind))
+    return copied
+
+
 def entry(kind: str, name: str, key: str = "") -> dict[str, Any]:
     """A copy of preset ``name`` of ``kind``; ``SpecError`` at ``key`` when there is none."""
     if kind == "topologies":

@@ -224,7 +224,8 @@ def decompose(ctx: Context, op: str, algo: str, ranks: Sequence[int], nbytes: fl
     Returns
     -------
     Transfer
-        Phases without latency (:func:`simcluster.flows.plan.with_latencies` adds them).
+        Phases without latency (Tier B adds them per protocol:
+        :func:`simcluster.flows.tier_b.phase_latencies_s`).
     """
     if algo not in FLOW_ALGOS.get(op, ()):
         raise SpecError("collective.algo", f"Tier B runs {op} with "

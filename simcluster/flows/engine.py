@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError
 from simcluster.flows.maxmin import FloatArray, IntArray, max_min_rates
 from simcluster.flows.plan import FlowClass, Transfer
 from simcluster.topology import Edge
@@ -71,8 +71,9 @@ def incidence(transfers: Sequence[Transfer], capacity_Bps: Mapping[Edge, float])
 
     Raises
     ------
-    SpecError
-        ``flows.capacity`` when an edge the transfers use has no capacity.
+    InvariantError
+        When an edge the transfers use has no capacity (the capacities come from the same
+        plan's edges, so this is a bug, not bad input).
     """
     classes: list[FlowClass] = []
     owner: list[tuple[int, int]] = []
@@ -97,7 +98,7 @@ def incidence(transfers: Sequence[Transfer], capacity_Bps: Mapping[Edge, float])
 
 def _capacity(capacity_Bps: Mapping[Edge, float], edge: Edge) -> float:
     if edge not in capacity_Bps:
-        raise SpecError("flows.capacity", f"no capacity for edge {edge}")
+        raise InvariantError(f"no capacity for edge {edge} of the plan")
     return capacity_Bps[edge]
 
 

@@ -102,17 +102,3 @@ def group_classes(classes: Iterable[FlowClass]) -> tuple[FlowClass, ...]:
         seen = merged.get(key)
         merged[key] = c if seen is None else replace(seen, multiplicity=seen.multiplicity + c.multiplicity)
     return tuple(merged.values())
-
-
-def scaled(transfer: Transfer, factor: float) -> Transfer:
-    """``transfer`` with every flow's bytes multiplied by ``factor`` (latencies unchanged)."""
-    phases = tuple(replace(p, classes=tuple(replace(c, bytes_per_flow=c.bytes_per_flow * factor)
-                                            for c in p.classes)) for p in transfer.phases)
-    return replace(transfer, phases=phases)
-
-
-def with_latencies(transfer: Transfer, latencies_s: Iterable[float]) -> Transfer:
-    """``transfer`` with phase ``i`` paying ``latencies_s[i]`` before it starts."""
-    phases = tuple(replace(p, latency_s=lat)
-                   for p, lat in zip(transfer.phases, latencies_s, strict=True))
-    return replace(transfer, phases=phases)

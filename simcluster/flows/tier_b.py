@@ -5,7 +5,8 @@
 comes from the flow simulation (:mod:`.engine`) on capacities of line rate x class efficiency
 (:mod:`.capacity`); the latency part is Tier A's, per protocol (NCCL tuning.cc, network.md 1.4):
 the per-call overhead ``alpha_p`` before the first phase, and per phase its intra-node and
-inter-node steps times the calibrated per-step latencies. Messages below a protocol's ramp size
+inter-node steps (Tier A's table, :func:`simcluster.perf.collectives_formulas.phase_steps`) times
+the calibrated per-step latencies. Messages below a protocol's ramp size
 cost as much as the ramp (Tier A's channel-count reduction). ``protocol="auto"`` takes the fastest
 of LL, LL128 and Simple, like Tier A; NVLS is not decomposed into flows, so Tier B ``auto`` picks
 among ring and tree only.
@@ -23,9 +24,9 @@ from simcluster.flows.engine import Incidence, incidence, run
 from simcluster.flows.maxmin import FloatArray
 from simcluster.flows.plan import Transfer
 from simcluster.flows.routes import Router
-from simcluster.perf.collectives import OPS, CollectiveTime, comm_group
+from simcluster.perf.collectives import CollectiveTime, comm_group
 from simcluster.perf.collectives_calibration import PROTOCOLS
-from simcluster.perf.collectives_formulas import bus_factor
+from simcluster.perf.collectives_formulas import bus_factor, check_request, phase_steps
 from simcluster.perf.collectives_group import CommGroup
 from simcluster.spec.hardware import TopologySpec
 from simcluster.topology import Edge, build_graph
@@ -35,24 +36,6 @@ AUTO_FLOW_ALGOS: dict[str, tuple[str, ...]] = {
     "all_reduce": ("ring", "tree"), "all_gather": ("ring",), "reduce_scatter": ("ring",),
     "broadcast": ("ring",), "all_to_all": ("pairwise",), "send_recv": ("p2p",),
 }
-
-
-def _lg(n: int) -> int:
-    return (n - 1).bit_length()
-
-
-def phase_steps(op: str, algo: str, n: int, nodes: int, per_node: int) -> list[tuple[int, int]]:
-    """(intra-node, inter-node) latency steps of each phase (NCCL nsteps, network.md 1.4, 2.2)."""
-    if algo == "tree":
-        return [(2 * (per_node - 1), 2 * _lg(nodes))]
-    if algo == "hierarchical":
-        return [(per_node - 1, 0), (0, 2 * (nodes - 1)), (per_node - 1, 0)]
-    if algo == "pairwise":
-        return [(per_node - 1, n - per_node)]
-    if algo == "p2p":
-        return [(0, 1) if nodes > 1 else (1, 0)]
-    passes = 2 if op == "all_reduce" else 1
-    return [(passes * (n - nodes), passes * (nodes - 1))]
 
 
 def phase_latencies_s(group: CommGroup, protocol: str, steps: Sequence[tuple[int, int]]) -> list[float]:
@@ -185,12 +168,9 @@ class _Prepared(NamedTuple):
 
 
 def _check(op: str, nbytes: float, algo: str, protocol: str) -> None:
-    if op not in OPS:
-        raise SpecError("collective.op", f"unknown {op!r}; expected one of {', '.join(OPS)}")
+    check_request(op, nbytes)
     if algo != "auto" and algo not in FLOW_ALGOS[op]:
         raise SpecError("collective.algo", f"Tier B runs {op} with auto or "
                         f"{', '.join(FLOW_ALGOS[op])}, not {algo!r}")
     if protocol != "auto" and protocol not in PROTOCOLS:
         raise SpecError("collective.protocol", f"expected auto or one of {', '.join(PROTOCOLS)}")
-    if not nbytes >= 0:
-        raise SpecError("collective.nbytes", f"must be >= 0, got {nbytes}")

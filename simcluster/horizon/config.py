@@ -19,7 +19,6 @@ from simcluster.perf.reliability import checkpoint_bytes, transfer_time_s
 from simcluster.spec.scenario import CheckpointSpec, ReliabilitySpec, Scenario
 
 DAY_S = 86400.0
-MODES = ("sync", "async", "in-memory", "none")
 #: The synthetic class of straggler evictions (counted as interruptions, not failures).
 STRAGGLER = "straggler"
 PLANNED = "planned"

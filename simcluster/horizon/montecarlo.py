@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 
-from simcluster.errors import SpecError
+from simcluster.errors import SpecError, check_choice
 from simcluster.horizon.bounds import check_bounds, mean_recovery_s
 from simcluster.horizon.config import HorizonConfig, horizon_config
 from simcluster.horizon.engine import run_simpy
@@ -34,15 +34,9 @@ ENGINES: dict[str, Callable[[JobMachine, SamplePath], ReplicaRecord]] = {
     "fast": run_fast, "simpy": run_simpy}
 
 
-def check_engine(engine: str) -> None:
-    """Raise a SpecError naming ``engine`` unless it is one of :data:`ENGINES`."""
-    if engine not in ENGINES:
-        raise SpecError("engine", f"{engine!r} is not one of {', '.join(ENGINES)}")
-
-
 def run_replica(cfg: HorizonConfig, seed: int, replica: int, engine: str = "fast") -> ReplicaRecord:
     """One replica of ``cfg`` on the sample path ``(seed, replica)``."""
-    check_engine(engine)
+    check_choice("engine", engine, ENGINES)
     return ENGINES[engine](JobMachine(cfg), SamplePath(cfg, seed, replica))
 
 
@@ -54,7 +48,7 @@ def _run_range(cfg: HorizonConfig, seed: int, first: int, last: int, engine: str
 def run_replicas(cfg: HorizonConfig, replicas: int, seed: int, engine: str = "fast",
                  jobs: int = 1) -> tuple[ReplicaRecord, ...]:
     """Records of replicas ``0 .. replicas-1``, in order, over ``jobs`` worker processes."""
-    check_engine(engine)
+    check_choice("engine", engine, ENGINES)
     if jobs <= 1 or replicas < 2 * jobs:
         return tuple(_run_range(cfg, seed, 0, replicas, engine))
     bounds = [replicas * k // jobs for k in range(jobs + 1)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError
 
 #: The breakdown categories, in the order of ``perf.step.TimeBreakdown``.
 CATEGORIES: Final = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble",
@@ -27,9 +27,9 @@ class Ledger:
     def add(self, category: str, seconds: float) -> None:
         """Book ``seconds`` (>= 0) to ``category``."""
         if category not in self._seconds:
-            raise SpecError("ledger.category", f"{category!r} is not one of {list(CATEGORIES)}")
+            raise InvariantError(f"ledger category {category!r} is not one of {list(CATEGORIES)}")
         if seconds < 0:
-            raise SpecError("ledger.seconds", f"must be >= 0, got {seconds}")
+            raise InvariantError(f"ledger seconds must be >= 0, got {seconds}")
         self._seconds[category] += seconds
 
     def as_dict(self) -> dict[str, float]:

@@ -126,11 +126,16 @@ def _path(group: CommGroup, index: int) -> _Path:
                  max(c.ramp_bytes for c in costs), group.nodes, group.ranks_per_node, group.n)
 
 
+def _hops_s(p: _Path, steps: f.Steps) -> float:
+    """Latency of ``steps`` (:func:`f.phase_steps`' table) at the path's per-step latencies."""
+    intra, inter = steps
+    return intra * p.step_intra_s + inter * p.step_inter_s
+
+
 def _ring(op: str, s: float, p: _Path) -> float:
     """Flat ring (broadcast: pipelined chain) over all nodes."""
     if op == "broadcast":
-        hops = (p.n - p.nodes) * p.step_intra_s + (p.nodes - 1) * p.step_inter_s
-        return p.alpha_s + hops + s / p.ring_Bps
+        return p.alpha_s + _hops_s(p, f.ring_steps(p.n, p.nodes, 1)) + s / p.ring_Bps
     passes = 2 if op == "all_reduce" else 1
     return p.alpha_s + f.ring_two_level_time_s(s, p.n, p.nodes, passes, p.ring_Bps,
                                                p.step_intra_s, p.step_inter_s)
@@ -166,7 +171,7 @@ def _pairwise(op: str, s: float, p: _Path) -> float:
     it on the rail); network.md section 2.2. One node: :func:`f.pairwise_all_to_all_time_s`.
     """
     g = p.n // p.nodes
-    hops = (g - 1) * p.step_intra_s + (p.n - g) * p.step_inter_s
+    hops = _hops_s(p, f.pairwise_steps(p.n, g))
     intra = (g - 1) / p.n * s / p.intra_Bps
     inter = (p.n - g) / p.n * s / p.inter_Bps
     return p.alpha_s + hops + max(intra, inter)
@@ -180,8 +185,7 @@ def _bruck(op: str, s: float, p: _Path) -> float:
 
 def _p2p(op: str, s: float, p: _Path) -> float:
     """One message between the two ranks."""
-    step = p.step_inter_s if p.nodes > 1 else p.step_intra_s
-    return p.alpha_s + f.p2p_time_s(s, p.worst_Bps, step)
+    return p.alpha_s + f.p2p_time_s(s, p.worst_Bps, _hops_s(p, f.p2p_steps(p.nodes)))
 
 
 _ALGO_TIME: dict[str, Callable[[str, float, _Path], float]] = {
@@ -227,13 +231,10 @@ def _algo_time(op: str, algo: str, nbytes: float, group: CommGroup) -> tuple[flo
 
 def _check(op: str, nbytes: float, algo: str) -> None:
     """``SpecError`` for an unknown op or algorithm, or a negative size."""
-    if op not in OPS:
-        raise SpecError("collective.op", f"unknown {op!r}; expected one of {', '.join(OPS)}")
+    f.check_request(op, nbytes)
     if algo != "auto" and algo not in OP_ALGOS[op]:
         raise SpecError("collective.algo", f"{algo!r} cannot run {op}; expected auto or one of "
                         f"{', '.join(OP_ALGOS[op])}")
-    if not nbytes >= 0:
-        raise SpecError("collective.nbytes", f"must be >= 0, got {nbytes}")
 
 
 @memoised()

@@ -153,7 +153,7 @@ def parse_class(name: str, raw: dict[str, Any]) -> LinkClass:
 @cache
 def link_classes() -> tuple[LinkClass, ...]:
     """Every class of the packaged ``collectives.yaml``."""
-    return tuple(parse_class(name, raw) for name, raw in catalog._catalog("collectives").items())
+    return tuple(parse_class(name, raw) for name, raw in catalog.entries("collectives").items())
 
 
 def match_class(layer: str, kind: str, line_Bps: float) -> LinkClass:

@@ -15,7 +15,7 @@ in MPICH", IJHPCA 19(1), 2005 (cost comments of pmodels/mpich ``src/mpi/coll``);
 
 from __future__ import annotations
 
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError, SpecError
 
 #: Collective operations, named as in nccl-tests.
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "send_recv")
@@ -24,6 +24,75 @@ OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", 
 def _lg(n: int) -> int:
     """``ceil(log2 n)`` for ``n >= 1`` (steps of a recursive or tree algorithm)."""
     return (n - 1).bit_length()
+
+
+def check_op(op: str, key: str = "collective.op") -> None:
+    """``SpecError`` at ``key`` unless ``op`` is one of :data:`OPS` (both tiers and the CLI)."""
+    if op not in OPS:
+        raise SpecError(key, f"unknown {op!r}; expected one of {', '.join(OPS)}")
+
+
+def check_request(op: str, nbytes: float) -> None:
+    """The checks every collective request passes first, in Tier A and Tier B alike: a known
+    ``op`` and a size ``>= 0`` (NaN refused)."""
+    check_op(op)
+    if not nbytes >= 0:
+        raise SpecError("collective.nbytes", f"must be >= 0, got {nbytes}")
+
+
+#: Latency steps of one phase of an algorithm: (intra-node, inter-node) messages in sequence.
+Steps = tuple[int, int]
+
+
+def ring_steps(n: int, nodes: int, passes: int) -> Steps:
+    """A flat ring of ``n`` ranks over ``nodes`` nodes: ``passes*(n-1)`` steps, of which
+    ``passes*(nodes-1)`` cross a node boundary (NCCL tuning.cc ``nInterSteps``; network.md 1.4).
+
+    ``passes`` is 2 for all-reduce (reduce-scatter, then all-gather), 1 otherwise.
+    """
+    inter = passes * (nodes - 1)
+    return passes * (n - 1) - inter, inter
+
+
+def tree_steps(nodes: int, per_node: int) -> Steps:
+    """Double binary tree all-reduce: up and down a chain of ``per_node`` ranks in each node and a
+    tree of depth ``ceil(lg nodes)`` over the nodes (NCCL tuning.cc Tree latency
+    ``2((ppn-1)*intraLat + log2(nNodes)*interLat)``; network.md 1.4, 2.2)."""
+    return 2 * (per_node - 1), 2 * _lg(nodes)
+
+
+def pairwise_steps(n: int, per_node: int) -> Steps:
+    """Pairwise all-to-all: one message to each other rank, ``per_node-1`` of them in the node."""
+    return per_node - 1, n - per_node
+
+
+def p2p_steps(nodes: int) -> Steps:
+    """One point-to-point message, across the network when the two ranks are on two nodes."""
+    return (0, 1) if nodes > 1 else (1, 0)
+
+
+def phase_steps(op: str, algo: str, n: int, nodes: int, per_node: int) -> list[Steps]:
+    """Latency steps of each phase of ``algo`` running ``op``: the one table of NCCL step counts.
+
+    Tier A's closed forms (:func:`ring_two_level_time_s`, :func:`tree_allreduce_time_s` and
+    :mod:`simcluster.perf.collectives`) and Tier B's flow phases
+    (:mod:`simcluster.flows.tier_b`) both take their step counts from here. Hierarchical
+    all-reduce is three rings: reduce-scatter in the node, all-reduce across nodes (one rank per
+    node per rail), all-gather in the node. Covers the algorithms with a step latency that both
+    tiers run: ring, tree (all-reduce), hierarchical, pairwise and p2p.
+    """
+    if algo == "ring":
+        return [ring_steps(n, nodes, 2 if op == "all_reduce" else 1)]
+    if algo == "tree" and op == "all_reduce":
+        return [tree_steps(nodes, per_node)]
+    if algo == "hierarchical":
+        in_node = ring_steps(per_node, 1, 1)
+        return [in_node, ring_steps(nodes, nodes, 2), in_node]
+    if algo == "pairwise":
+        return [pairwise_steps(n, per_node)]
+    if algo == "p2p":
+        return [p2p_steps(nodes)]
+    raise InvariantError(f"no step table for {algo!r} running {op!r}")
 
 
 def bus_factor(op: str, n: int) -> float:
@@ -42,8 +111,7 @@ def bus_factor(op: str, n: int) -> float:
         ``2(n-1)/n`` for all-reduce; ``(n-1)/n`` for all-gather, reduce-scatter and all-to-all;
         1 for broadcast and send/recv (nccl-tests ``doc/PERFORMANCE.md``, network.md section 1.7).
     """
-    if op not in OPS:
-        raise SpecError("collective.op", f"unknown {op!r}; expected one of {', '.join(OPS)}")
+    check_op(op)
     if op == "all_reduce":
         return 2 * (n - 1) / n
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
@@ -78,8 +146,7 @@ def ring_two_level_time_s(size_bytes: float, n: int, nodes: int, passes: int,
     section 1.4); the bandwidth term is the ring's ``passes*(n-1)/n * S/B`` with B the slowest ring
     edge. With ``nodes == 1`` this is :func:`ring_allreduce_time_s` / :func:`ring_allgather_time_s`.
     """
-    inter_steps = passes * (nodes - 1)
-    intra_steps = passes * (n - 1) - inter_steps
+    intra_steps, inter_steps = ring_steps(n, nodes, passes)
     latency = intra_steps * alpha_intra_s + inter_steps * alpha_inter_s
     return latency + passes * (n - 1) / n * size_bytes / bandwidth_Bps
 
@@ -93,7 +160,8 @@ def tree_allreduce_time_s(size_bytes: float, nodes: int, per_node: int, bandwidt
     ``trees.cc`` and its Tree latency ``2((ppn-1)*intraLat + log2(nNodes)*interLat)``,
     ``algBw = busBw/2``; network.md sections 1.4, 1.5, 2.2).
     """
-    latency = 2 * _lg(nodes) * alpha_inter_s + 2 * (per_node - 1) * alpha_intra_s
+    intra_steps, inter_steps = tree_steps(nodes, per_node)
+    latency = inter_steps * alpha_inter_s + intra_steps * alpha_intra_s
     return latency + 2 * size_bytes / bandwidth_Bps
 
 

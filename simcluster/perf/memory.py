@@ -42,7 +42,6 @@ from simcluster.perf.memory_stage import (
     all_stage_params,
     all_stage_units,
     embedding_activation_bytes,
-    in_flight_micro_batches,
     in_flight_units,
     layer_activation_bytes,
     logits_activation_bytes,
@@ -56,7 +55,7 @@ __all__ = [
     "ADAM_FP32_BYTES", "ADAM_MIXED_BYTES", "DEFAULT_GRAD_BYTES", "BytesPerParam", "MemoryEstimate",
     "StageMemory", "StageOverheads", "StageParams", "bytes_per_param", "embedding_activation_bytes",
     "estimate_memory", "fp32_copy_bytes", "grad_bytes_for", "grad_bytes_of",
-    "in_flight_micro_batches", "in_flight_units", "layer_activation_bytes",
+    "in_flight_units", "layer_activation_bytes",
     "logits_activation_bytes", "stage_activation_bytes", "stage_chunks", "stage_memory",
     "stage_params", "zero3_unit_params", "zero3_units_in_flight", "zero_bytes_per_param",
 ]

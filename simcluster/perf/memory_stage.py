@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from simcluster.perf.cache import memoised
 from simcluster.perf.params import count_params
-from simcluster.perf.pipeline import in_flight_microbatches
+from simcluster.perf.pipeline import in_flight_chunks
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import ParallelismSpec, Scenario
 
@@ -100,24 +100,15 @@ def _stage_params(model: ModelSpec, tp: int, ep: int, first: bool, last: bool, p
     return StageParams(dense=dense, expert=expert)
 
 
-def in_flight_micro_batches(schedule: str, pp: int, stage: int, micro_batches: int) -> int:
-    """Micro-batches whose activations a stage holds at its peak (network.md s5).
-
-    GPipe: all ``m``. 1F1B and ZB-H1: ``min(p - stage, m)`` (Megatron ``schedules.py`` warm-up
-    ``p - stage - 1`` plus the one in steady state). Interleaved: see :func:`in_flight_units`.
-    """
-    if schedule == "interleaved":
-        raise ValueError("schedule 'interleaved' has no single in-flight count; use in_flight_units")
-    return int(in_flight_microbatches(schedule, pp, micro_batches, stage=stage))
-
-
 def in_flight_units(par: ParallelismSpec, stage: int) -> tuple[int, ...]:
     """Micro-batches in flight on each virtual chunk of ``stage`` at its peak.
 
-    Interleaved 1F1B (Megatron ``schedules.py``): ``2(p - stage - 1) + (v - 1)p + 1`` forward
-    units run before the first backward, in groups of ``p`` micro-batches per chunk; for the first
+    Interleaved 1F1B (Megatron ``schedules.py``): the
+    :func:`~simcluster.perf.pipeline.in_flight_chunks` forward units that run before the first
+    backward, in groups of ``p`` micro-batches per chunk; for the first
     stage with an even split this gives Megatron's ``p*(1 + (p-1)/(p*v))`` micro-batches of ``L/p``
-    layers (``theoretical_memory_usage.py``). Other schedules: one chunk.
+    layers (``theoretical_memory_usage.py``). Other schedules: one chunk holding
+    :func:`~simcluster.perf.pipeline.in_flight_chunks` micro-batches.
     """
     return _in_flight_units(par.schedule, par.pp, par.virtual_stages, par.micro_batches, stage)
 
@@ -134,9 +125,9 @@ def _all_in_flight(schedule: str, p: int, v: int, m: int) -> tuple[tuple[int, ..
 
 @memoised()
 def _in_flight_units(schedule: str, p: int, v: int, m: int, stage: int) -> tuple[int, ...]:
+    units = in_flight_chunks(schedule, p, m, v, stage)
     if schedule != "interleaved":
-        return (in_flight_micro_batches(schedule, p, stage, m),)
-    units = min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
+        return (units,)
     counts = [0] * v
     for first in range(0, m, p):
         if units == 0:  # nothing left to place: the rest of the m/p groups add nothing

@@ -89,14 +89,24 @@ def bubble_over_ideal(schedule: str, p: int, m: int, v: int = 1) -> float:
 def in_flight_microbatches(schedule: str, p: int, m: int, v: int = 1, stage: int = 0) -> float:
     """Micro-batches whose activations a stage holds at its peak (micro-batch equivalents).
 
+    :func:`in_flight_chunks` over ``v``: each chunk of a micro-batch holds ``1/v`` of the stage's
+    layers (an even split); on stage 0 with interleaving this is ``p (1 + (p-1)/(p v))``,
+    Megatron's interleave memory factor (``theoretical_memory_usage.py``).
+    """
+    return in_flight_chunks(schedule, p, m, v, stage) / v
+
+
+def in_flight_chunks(schedule: str, p: int, m: int, v: int = 1, stage: int = 0) -> int:
+    """(micro-batch, chunk) forwards whose activations a stage holds at its peak.
+
+    The one formula of the pipeline's in-flight activations: :func:`in_flight_microbatches` and the
+    memory model's per-chunk split (:func:`simcluster.perf.memory_stage.in_flight_units`) use it.
+
     - gpipe: all ``m`` forwards run before any backward.
     - 1f1b, zb-h1: ``min(p - stage, m)``: Megatron's warm-up ``min(p - stage - 1, m)`` forwards
       plus the one of the first steady 1F1B step (Megatron-LM ``schedules.py``).
-    - interleaved: warm-up ``2(p - stage - 1) + (v-1) p`` chunks plus one, capped at ``m v``,
-      divided by ``v`` (Megatron-LM ``schedules.py``,
-      ``forward_backward_pipelining_with_interleaving``); on stage 0 this is
-      ``p (1 + (p-1)/(p v))``, Megatron's interleave memory factor
-      (``theoretical_memory_usage.py``).
+    - interleaved: warm-up ``2(p - stage - 1) + (v-1) p`` chunks plus one, capped at ``m v``
+      (Megatron-LM ``schedules.py``, ``forward_backward_pipelining_with_interleaving``).
 
     Parameters
     ----------
@@ -109,15 +119,14 @@ def in_flight_microbatches(schedule: str, p: int, m: int, v: int = 1, stage: int
 
     Returns
     -------
-    float
-        Micro-batches of this stage's activations held at once (fractional when interleaved).
+    int
+        Forward passes of one chunk of one micro-batch held at once (``v == 1``: micro-batches).
     """
     _check(schedule, p, m, v)
     if not 0 <= stage < p:
         raise SpecError("stage", f"must be in [0, {p}), got {stage}")
     if schedule == "gpipe":
-        return float(m)
+        return m
     if schedule == "interleaved":
-        warmup_chunks = 2 * (p - stage - 1) + (v - 1) * p
-        return min(warmup_chunks + 1, m * v) / v
-    return float(min(p - stage, m))
+        return min(2 * (p - stage - 1) + (v - 1) * p + 1, m * v)
+    return min(p - stage, m)

@@ -5,7 +5,8 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
 1. Per pipeline stage, per micro-batch: forward and backward (with recompute) compute of the
    stage's layers (:mod:`.compute`), the first stage's embedding and the last stage's logits and
    loss, plus the exposed TP, CP and EP communication of those layers (:mod:`.comm_plan`), plus
-   the unfused gradient-accumulation pass when ``execution.grad_accumulation_fusion`` is off.
+   the unfused gradient-accumulation pass when ``execution.grad_accumulation_fusion`` is off
+   (:mod:`.stage_work`, which times the discrete-event engine's chunks too).
 2. Pipeline: ``m`` micro-batches on the slowest stage, plus the schedule's fill and drain computed
    with the average stage (:mod:`.pipeline`), plus pipeline sends on the critical path.
 3. Data-parallel reduction after the stage's last backward: the part the drain does not hide
@@ -33,24 +34,15 @@ import dataclasses
 from dataclasses import dataclass, fields
 
 from simcluster.perf import comm_plan
-from simcluster.perf.cache import Keyed, keyed_accelerator, memoised
-from simcluster.perf.compute import (
-    LayerTimes,
-    embedding_times,
-    grad_accumulation_time_s,
-    layer_times,
-    logits_times,
-    memory_operator,
-    optimizer_step_time_s,
-)
+from simcluster.perf.cache import memoised
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
 from simcluster.perf.param_gather import ParamGather, gather_exposed_s, gather_total_s, param_gather
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.slowdown import replica_stage_speeds
-from simcluster.perf.zero3 import copy_out_bytes, zero3_layer, zero3_step_s
-from simcluster.spec.hardware import AcceleratorSpec
+from simcluster.perf.stage_work import layer_costs, optimizer_s
+from simcluster.perf.zero3 import zero3_layer, zero3_step_s
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
 
@@ -114,46 +106,6 @@ class StepEstimate:
         return self.breakdown.bubble / self.iteration_time_s if self.iteration_time_s else 0.0
 
 
-def scenario_layer_times(s: Scenario) -> LayerTimes:
-    """One transformer layer of ``s`` per micro-batch on one GPU (its layout and kernels)."""
-    return _scenario_layer_times(s, keyed_accelerator(s.cluster.topology.accelerator))
-
-
-def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTimes:
-    par = s.parallelism
-    ex = s.execution
-    return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
-                        par.cp, par.sequence_parallel, par.recompute, ex.flash_attention,
-                        par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance,
-                        copy_out_bytes(s))
-
-
-@memoised()
-def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
-                 seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
-                 flash_attention: bool, ep: int, elementwise: str, host_op_s: float,
-                 cp_load_balance: bool, copy_bytes: float) -> LayerTimes:
-    layer = layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
-                        recompute, flash_attention, ep=ep, elementwise=elementwise,
-                        host_op_s=host_op_s, cp_load_balance=cp_load_balance)
-    if copy_bytes == 0:
-        return layer
-    # ZeRO-3's copy-out (perf/zero3.py): once before the forward, once before the backward (the
-    # recompute reuses the backward's gathered parameters)
-    copy = memory_operator(acc.value, "zero3_copy_out", copy_bytes, backward_factor=1.0)
-    return dataclasses.replace(layer, forward_s=layer.forward_s + copy.time_s,
-                               backward_s=layer.backward_s + copy.backward_s,
-                               operators=(*layer.operators, copy))
-
-
-@memoised()
-def _ends(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
-          seq_len: int, tp: int, cp: int, elementwise: str) -> tuple[LayerTimes, LayerTimes]:
-    """The first stage's embedding and the last stage's logits and loss."""
-    args = (model, acc.value, dtype, micro_batch, seq_len)
-    return embedding_times(*args, tp, cp), logits_times(*args, tp, cp, elementwise)
-
-
 @dataclass(frozen=True, slots=True)
 class _Stage:
     """What a pipeline stage's times depend on: its layers, ends and parameters held."""
@@ -173,53 +125,22 @@ def _stages(s: Scenario) -> tuple[_Stage, ...]:
                                                      strict=True)))
 
 
-def grad_accumulation_s(s: Scenario, params: float) -> float:
-    """Unfused gradient accumulation of ``params`` for one micro-batch; 0 with the fusion on.
-
-    The wgrad GEMMs write 16-bit gradients (fp32 in fp32 training). Under ZeRO-2/3 gradients are
-    reduce-scattered every micro-batch, so only this rank's shard is accumulated.
-    """
-    if s.execution.grad_accumulation_fusion:
-        return 0.0
-    par = s.parallelism
-    shard = params / (par.dp * par.cp) if par.zero_stage >= 2 else params
-    fresh = 4 if s.precision == "fp32" else 2
-    return grad_accumulation_time_s(s.cluster.topology.accelerator, shard, fresh,
-                                    grad_bytes_of(s))
-
-
-def _attention_fwd_s(layer: LayerTimes) -> float:
-    return sum(o.time_s for o in layer.operators if o.kind == "attention")
-
-
-def stage_times(s: Scenario, groups: comm_plan.Groups) -> tuple[StageTimes, ...]:
-    """Per-micro-batch times of every pipeline stage (its chunks summed)."""
-    return _stage_times(s, groups, _stages(s), keyed_accelerator(s.cluster.topology.accelerator))
-
-
-def _stage_times(s: Scenario, groups: comm_plan.Groups, stages: tuple[_Stage, ...],
-                 acc: Keyed[AcceleratorSpec]) -> tuple[StageTimes, ...]:
-    """:func:`stage_times`; stages alike (same layers and ends: the middle ones of an even split)
+def _stage_times(s: Scenario, groups: comm_plan.Groups, stages: tuple[_Stage, ...]
+                 ) -> tuple[StageTimes, ...]:
+    """Per-micro-batch times of every pipeline stage (its chunks as one span,
+    :mod:`.stage_work`); stages alike (same layers and ends: the middle ones of an even split)
     share one computed value."""
-    par = s.parallelism
-    layer = _scenario_layer_times(s, acc)
-    tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups, layer)
-    cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, _attention_fwd_s(layer))
-    ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
-    first, last = _ends(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
-                        par.cp, s.execution.elementwise)
+    costs = layer_costs(s, groups)
+    (tp_f, tp_b), (cp_f, cp_b), (ep_f, ep_b) = costs.tp, costs.cp, costs.ep
     done: dict[_Stage, StageTimes] = {}
     for stage in stages:
         if stage in done:
             continue
         n = stage.layers
-        extras = ([first] if stage.first else []) + ([last] if stage.last else [])
-        accumulate = grad_accumulation_s(s, stage.held)
+        work = costs.span(n, stage.first, stage.last, stage.held)
         done[stage] = StageTimes(
-            forward_compute_s=n * layer.forward_s + sum(e.forward_s for e in extras),
-            backward_compute_s=n * (layer.backward_s + layer.recompute_s)
-            + sum(e.backward_s for e in extras) + accumulate,
-            wgrad_s=n * layer.wgrad_s + sum(e.wgrad_s for e in extras) + accumulate,
+            forward_compute_s=work.forward_s, backward_compute_s=work.backward_s,
+            wgrad_s=work.wgrad_s,
             tp_s=n * (tp_f + tp_b), cp_s=n * (cp_f + cp_b), ep_s=n * (ep_f + ep_b))
     return tuple(done[stage] for stage in stages)
 
@@ -294,13 +215,10 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTime
 
 def _optimizer_s(s: Scenario, shapes: tuple[_Stage, ...], speeds: tuple[float, ...]) -> float:
     """The slowest stage's optimizer step (each at its compute ``speeds``)."""
-    par = s.parallelism
-    shards = par.dp * par.cp if par.zero_stage >= 1 else 1
-    acc = s.cluster.topology.accelerator
     worst = 0.0
     # distinct (count, speed) pairs, first-seen order
     for held, speed in {(shape.held, v): None for shape, v in zip(shapes, speeds, strict=True)}:
-        worst = max(worst, optimizer_step_time_s(acc, held, shards) / speed)
+        worst = max(worst, optimizer_s(s, held) / speed)
     return worst
 
 
@@ -340,8 +258,7 @@ def _estimate(s: Scenario, speeds: tuple[float, ...]) -> StepEstimate:
     par = s.parallelism
     groups = comm_plan.groups(s)
     shapes = _stages(s)
-    stages = _slowed(_stage_times(s, groups, shapes,
-                                  keyed_accelerator(s.cluster.topology.accelerator)), speeds)
+    stages = _slowed(_stage_times(s, groups, shapes), speeds)
     crit = max(stages, key=lambda st: st.total_s)
     m = par.micro_batches
     # ZeRO-3 is only allowed with pp = 1 (spec/checks.py), so stage 0 holds every parameter; its

@@ -18,7 +18,8 @@ COLOURS = {"compute": "#4C72B0", "pp_comm": "#DD8452", "dp_comm": "#55A868",
 RASTER_SPANS = 200
 
 
-def _rows(events: Sequence[dict[str, Any]]) -> dict[tuple[int, int], str]:
+def gantt_rows(events: Sequence[dict[str, Any]]) -> dict[tuple[int, int], str]:
+    """Rows of the chart in drawing order: (pid, tid) of every stream with a span -> its label."""
     procs = {e["pid"]: e["args"]["name"] for e in events
              if e["ph"] == "M" and e["name"] == "process_name"}
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
@@ -41,7 +42,7 @@ def gantt(events: Sequence[dict[str, Any]], path: str | Path, title: str = "",
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    rows = dict(list(_rows(events).items())[:max_rows])
+    rows = dict(list(gantt_rows(events).items())[:max_rows])
     index = {key: i for i, key in enumerate(rows)}
     fig, ax = plt.subplots(figsize=(14, 0.32 * len(rows) + 1.6))
     bars: dict[tuple[int, str], list[tuple[float, float]]] = {}  # one artist per row and colour

@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
-from simcluster.errors import SpecError
+from simcluster.errors import check_choice
 from simcluster.perf.cost import training_cost
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
 from simcluster.perf.step import StepEstimate, TimeBreakdown, estimate_step
@@ -151,12 +151,6 @@ def engine_step(scenario: Scenario, contention: str = "auto", engine: str = "des
     step: Step = estimate_step(s) if engine == "analytical" else _des_step(s)
     factors = _contention(s, contention, engine)
     return (apply_contention(step, factors) if factors else step), factors
-
-
-def check_choice(key: str, value: object, choices: tuple[str, ...]) -> None:
-    """Raise a SpecError naming ``key`` unless ``value`` is one of ``choices``."""
-    if value not in choices:
-        raise SpecError(key, f"{value!r} is not one of {', '.join(choices)}")
 
 
 def _des_step(s: Scenario) -> DesResult:

@@ -19,10 +19,9 @@ import math
 from dataclasses import dataclass
 
 from simcluster.perf import comm_plan
-from simcluster.perf.compute import embedding_times, logits_times, optimizer_step_time_s
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.param_gather import ParamGather, param_gather
-from simcluster.perf.step import grad_accumulation_s, scenario_layer_times
+from simcluster.perf.stage_work import layer_costs, optimizer_s
 from simcluster.perf.zero3 import Zero3Layer, zero3_layer
 from simcluster.spec.scenario import Scenario
 
@@ -78,30 +77,21 @@ def _parts(compute: float, tp: float, cp: float, ep: float) -> Parts:
 def chunk_times(s: Scenario, groups: comm_plan.Groups,
                 params: tuple[tuple[float, ...], ...]) -> tuple[tuple[ChunkTimes, ...], ...]:
     """Per stage, per local chunk: the op durations of one micro-batch (``params``: per stage,
-    per local chunk, as :func:`chunk_params`)."""
-    par, acc = s.parallelism, s.cluster.topology.accelerator
-    layer = scenario_layer_times(s)
-    attention = sum(o.time_s for o in layer.operators if o.kind == "attention")
-    tp_f, tp_b = comm_plan.tp_layer_comm_s(s, groups, layer)
-    cp_f, cp_b = comm_plan.cp_layer_comm_s(s, groups, attention)
-    ep_f, ep_b = comm_plan.ep_layer_comm_s(s, groups)
-    args = (s.model, acc, s.precision, par.micro_batch, s.model.seq_len)
-    first = embedding_times(*args, par.tp, par.cp)
-    last = logits_times(*args, par.tp, par.cp, s.execution.elementwise)
+    per local chunk, as :func:`chunk_params`); each chunk is a span of
+    :mod:`simcluster.perf.stage_work`, as each stage is in the analytical engine."""
+    par = s.parallelism
+    costs = layer_costs(s, groups)
+    (tp_f, tp_b), (cp_f, cp_b), (ep_f, ep_b) = costs.tp, costs.cp, costs.ep
     n_virtual = par.pp * par.virtual_stages
     out = []
     for i, chunks in enumerate(stage_chunks(par, s.model.layers)):
         row = []
         for c, (n, held) in enumerate(zip(chunks, params[i], strict=True)):
             vs = c * par.pp + i
-            extras = ([first] if vs == 0 else []) + ([last] if vs == n_virtual - 1 else [])
-            accumulate = grad_accumulation_s(s, held)
-            fwd = n * layer.forward_s + sum(e.forward_s for e in extras)
-            bwd = n * (layer.backward_s + layer.recompute_s) + sum(e.backward_s for e in extras) \
-                + accumulate
-            wgrad = n * layer.wgrad_s + sum(e.wgrad_s for e in extras) + accumulate
+            work = costs.span(n, vs == 0, vs == n_virtual - 1, held)
+            bwd, wgrad = work.backward_s, work.wgrad_s
             tb, cb, eb = n * tp_b, n * cp_b, n * ep_b
-            row.append(ChunkTimes(forward=_parts(fwd, n * tp_f, n * cp_f, n * ep_f),
+            row.append(ChunkTimes(forward=_parts(work.forward_s, n * tp_f, n * cp_f, n * ep_f),
                                   backward=_parts(bwd, tb, cb, eb),
                                   backward_input=_parts(bwd - wgrad, tb, cb, eb),
                                   wgrad=_parts(wgrad, 0.0, 0.0, 0.0)))
@@ -151,7 +141,7 @@ def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float,
 
 def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     """Every stage's durations."""
-    par, acc = s.parallelism, s.cluster.topology.accelerator
+    par = s.parallelism
     groups = comm_plan.groups(s)
     layers = stage_chunks(par, s.model.layers)
     per_stage = tuple(chunk_params(s, i, chunks) for i, chunks in enumerate(layers))
@@ -162,12 +152,11 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     for i, params in enumerate(per_stage):
         total = sum(params)
         zero3 = zero3_layer(s, groups, total)
-        shards = par.dp * par.cp if par.zero_stage >= 1 else 1
         out.append(StageDurations(
             chunks=times[i], buckets=tuple(() if zero3 else _bucket_works(s, groups, p, True, seen)
                                            for p in params),
             scatters=tuple(_bucket_works(s, groups, p, False, seen) for p in params),
             pp_message_s=message, zero3=zero3,
-            optimizer_s=optimizer_step_time_s(acc, total, shards),
+            optimizer_s=optimizer_s(s, total),
             gather=param_gather(s, groups, total, sum(layers[i]))))
     return tuple(out)

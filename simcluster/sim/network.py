@@ -20,7 +20,7 @@ from heapq import heappush
 import simpy
 from simpy.events import NORMAL
 
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError
 from simcluster.sim.engine import pending
 
 _new_event = object.__new__
@@ -96,7 +96,7 @@ class Network:
     def transfer(self, name: str, links: Sequence[str], work_s: float) -> simpy.Event:
         """Start a transfer now; the returned event succeeds with the :class:`Transfer` at the end."""
         if work_s < 0:
-            raise SpecError("transfer.work_s", f"must be >= 0, got {work_s}")
+            raise InvariantError(f"transfer work must be >= 0 s, got {work_s}")
         done = pending(self.env)
         path = links if type(links) is tuple else tuple(links)
         flow = Transfer(name, path, work_s, self.env._now, done)

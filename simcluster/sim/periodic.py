@@ -9,7 +9,7 @@ same residue modulo ``q`` as the wanted ``m``) and, when the three successive in
 quantity agree (to :data:`PERIOD_RTOL` relative, record counts exactly) and the critical stage is
 the same, returns the last one advanced by ``(m - m0 - 3q) / q`` increments. Otherwise it retries
 from a larger ``m0`` (a longer transient) within :data:`SAMPLE_OPS` simulated ops; then the caller
-falls back to the full simulation where that is bounded, or refuses (:func:`check_bounded`).
+falls back to the full simulation up to :data:`FULL_LIMIT_OPS` ops, or refuses (:func:`refuse`).
 """
 
 from __future__ import annotations

@@ -12,11 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from simcluster.errors import SpecError
 from simcluster.perf.slowdown import placements
+from simcluster.spec.checks import check_perturbation_entries
 from simcluster.spec.scenario import Scenario
-
-LINK_LAYERS = ("scale_up", "scale_out")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,23 +88,8 @@ def uniform_link_factors(pert: Perturbations) -> tuple[float, float]:
 
 
 def _check(s: Scenario, pert: Perturbations) -> None:
-    nodes, gpn = s.cluster.nodes, s.cluster.topology.gpus_per_node
-    for i, slow in enumerate(pert.gpu_slowdown):
-        key = f"perturbations.gpu_slowdown[{i}]"
-        if not 0 <= slow.node < nodes:
-            raise SpecError(f"{key}.node", f"{slow.node} is not in [0, {nodes})")
-        if slow.gpu is not None and not 0 <= slow.gpu < gpn:
-            raise SpecError(f"{key}.gpu", f"{slow.gpu} is not in [0, {gpn})")
-        if not 0 < slow.factor <= 1:
-            raise SpecError(f"{key}.factor", f"must be in (0, 1], got {slow.factor}")
-    for i, link in enumerate(pert.link_bandwidth):
-        key = f"perturbations.link_bandwidth[{i}]"
-        if link.layer not in LINK_LAYERS:
-            raise SpecError(f"{key}.layer", f"{link.layer!r} is not one of {list(LINK_LAYERS)}")
-        if link.node is not None and not 0 <= link.node < nodes:
-            raise SpecError(f"{key}.node", f"{link.node} is not in [0, {nodes})")
-        if link.factor <= 0:
-            raise SpecError(f"{key}.factor", f"must be > 0, got {link.factor}")
+    check_perturbation_entries(s.cluster.nodes, s.cluster.topology.gpus_per_node,
+                               pert.gpu_slowdown, pert.link_bandwidth)
 
 
 def _placements(s: Scenario, node: int, gpu: int | None) -> Iterable[tuple[int, int]]:

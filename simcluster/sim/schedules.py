@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import deque
 from typing import NamedTuple
 
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError
 
 
 class SchedOp(NamedTuple):
@@ -99,7 +99,7 @@ def zb_h1(p: int, m: int, stage: int) -> list[SchedOp]:
 def stage_order(schedule: str, p: int, m: int, stage: int, v: int = 1) -> list[SchedOp]:
     """The op order of ``stage`` under ``schedule`` (``v`` only for interleaved)."""
     if not 0 <= stage < p or m < 1:
-        raise SpecError("schedule", f"need 0 <= stage < p and m >= 1, got {stage}, {p}, {m}")
+        raise InvariantError(f"need 0 <= stage < p and m >= 1, got {stage}, {p}, {m}")
     if schedule == "gpipe":
         return gpipe(p, m, stage)
     if schedule == "1f1b":
@@ -108,4 +108,4 @@ def stage_order(schedule: str, p: int, m: int, stage: int, v: int = 1) -> list[S
         return interleaved(p, m, stage, v)
     if schedule == "zb-h1":
         return zb_h1(p, m, stage)
-    raise SpecError("schedule", f"{schedule!r} is not one of gpipe, 1f1b, interleaved, zb-h1")
+    raise InvariantError(f"{schedule!r} is not one of gpipe, 1f1b, interleaved, zb-h1")

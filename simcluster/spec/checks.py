@@ -6,7 +6,8 @@ was expected. The rules are the ones users hit in practice with Megatron-LM and 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from simcluster.errors import SpecError
 
@@ -128,15 +129,54 @@ def _check_hardware(s: Scenario) -> None:
 
 
 def _check_perturbations(s: Scenario) -> None:
-    nodes, gpus = s.cluster.nodes, s.cluster.topology.gpus_per_node
-    for i, slow in enumerate(s.perturbations.gpu_slowdown):
-        if slow.node >= nodes:
-            raise SpecError(f"perturbations.gpu_slowdown[{i}].node",
+    p = s.perturbations
+    check_perturbation_entries(s.cluster.nodes, s.cluster.topology.gpus_per_node,
+                               p.gpu_slowdown, p.link_bandwidth)
+
+
+class SlowGpu(Protocol):
+    """A slow-GPU entry: the scenario's ``GpuSlowdownSpec`` or the DES's ``GpuSlowdown``."""
+
+    @property
+    def node(self) -> int: ...
+    @property
+    def gpu(self) -> int | None: ...
+    @property
+    def factor(self) -> float: ...
+
+
+class SlowLink(Protocol):
+    """A degraded-link entry: ``LinkBandwidthSpec`` or the DES's ``LinkDegradation``."""
+
+    @property
+    def layer(self) -> str: ...
+    @property
+    def node(self) -> int | None: ...
+    @property
+    def factor(self) -> float: ...
+
+
+def check_perturbation_entries(nodes: int, gpus: int, gpu_slowdown: Sequence[SlowGpu],
+                               link_bandwidth: Sequence[SlowLink]) -> None:
+    """The one check of perturbation entries against a cluster of ``nodes`` x ``gpus`` GPUs: the
+    loader's (a scenario's section) and the DES's (values passed to ``simulate_step``)."""
+    from simcluster.spec.scenario import LINK_LAYERS  # scenario imports this module
+
+    for i, slow in enumerate(gpu_slowdown):
+        key = f"perturbations.gpu_slowdown[{i}]"
+        if not 0 <= slow.node < nodes:
+            raise SpecError(f"{key}.node",
                             f"{slow.node} is not a node of this cluster (0..{nodes - 1})")
-        if slow.gpu is not None and slow.gpu >= gpus:
-            raise SpecError(f"perturbations.gpu_slowdown[{i}].gpu",
-                            f"{slow.gpu} is not a GPU of a node (0..{gpus - 1})")
-    for i, link in enumerate(s.perturbations.link_bandwidth):
-        if link.node is not None and link.node >= nodes:
-            raise SpecError(f"perturbations.link_bandwidth[{i}].node",
+        if slow.gpu is not None and not 0 <= slow.gpu < gpus:
+            raise SpecError(f"{key}.gpu", f"{slow.gpu} is not a GPU of a node (0..{gpus - 1})")
+        if not 0 < slow.factor <= 1:
+            raise SpecError(f"{key}.factor", f"must be in (0, 1], got {slow.factor}")
+    for i, link in enumerate(link_bandwidth):
+        key = f"perturbations.link_bandwidth[{i}]"
+        if link.layer not in LINK_LAYERS:
+            raise SpecError(f"{key}.layer", f"{link.layer!r} is not one of {list(LINK_LAYERS)}")
+        if link.node is not None and not 0 <= link.node < nodes:
+            raise SpecError(f"{key}.node",
                             f"{link.node} is not a node of this cluster (0..{nodes - 1})")
+        if not link.factor > 0:
+            raise SpecError(f"{key}.factor", f"must be > 0, got {link.factor}")

@@ -36,7 +36,7 @@ def load_scenario(source: Source, overrides: Sequence[str] = ()) -> Scenario:
         ``KEY=VALUE`` items; KEY is a dotted path (``parallelism.tp``), VALUE is YAML.
     """
     raw, label, base = _read(source)
-    raw.pop(SWEEP_KEY, None)  # the sweep section is read by simcluster.sweep (spec/sweep.py)
+    raw.pop(SWEEP_KEY, None)  # the sweep section is read by simcluster.sweep (sweep/config.py)
     applied = [apply_override(raw, item) for item in overrides]
     try:
         resolved = resolve_scenario(raw, base)

@@ -17,11 +17,11 @@ import difflib
 import functools
 import math
 import types
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Protocol, TypeVar, Union, cast, get_args, get_origin, get_type_hints
+from collections.abc import Mapping
+from typing import Any, TypeVar, Union, cast, get_args, get_origin, get_type_hints
 
 from simcluster import units
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError, SpecError
 
 T = TypeVar("T")
 #: The largest integer a float holds exactly; int-valued keys written as floats must not exceed it.
@@ -65,12 +65,6 @@ def spec_field(
     return dataclasses.field(default=default, metadata={"spec": meta})
 
 
-class Derivable(Protocol):
-    """A spec class may fill derived fields from the parsed values and a context."""
-
-    derive: ClassVar[Callable[[dict[str, Any], Context], None]]
-
-
 def meta_of(field: dataclasses.Field[Any]) -> Meta:
     """The :class:`Meta` of a field (a bare default when the field has none)."""
     meta = field.metadata.get("spec")
@@ -92,7 +86,7 @@ def _stem(field: dataclasses.Field[Any]) -> str:
     si = units.dimension(meta.unit)
     suffix = f"_{si}"
     if not field.name.endswith(suffix):
-        raise TypeError(f"field {field.name} with unit {meta.unit} must end in {suffix}")
+        raise InvariantError(f"field {field.name} with unit {meta.unit} must end in {suffix}")
     return field.name[: -len(suffix)]
 
 
@@ -277,7 +271,7 @@ def _convert_scalar(hint: Any, meta: Meta, value: object, suffix: str | None, wh
         number = _as_float(value, where)
         _bounded(number, meta, where)
         return units.to_si(number, suffix) if suffix else number
-    raise TypeError(f"{where}: unsupported field type {hint!r}")
+    raise InvariantError(f"{where}: unsupported field type {hint!r}")
 
 
 def _as_int(value: object, where: str) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simcluster import catalog
-from simcluster.errors import SpecError
+from simcluster.errors import SpecError, check_choice
 from simcluster.spec.loader import SWEEP_KEY
 from simcluster.sweep import config
 from simcluster.sweep.driver import Execution, SweepOutcome, identity_of, run_sweep
@@ -51,12 +51,6 @@ def _section(source: Source) -> tuple[dict[str, Any], str]:
     return config.read_section(raw.get(SWEEP_KEY), str(path)), str(path)
 
 
-def _choice(value: object, choices: Sequence[str], key: str, source: str) -> str:
-    if value not in choices:
-        raise SpecError(key, f"{value!r} is not one of {', '.join(choices)}", source)
-    return str(value)
-
-
 def _count(request: int | None, section: Mapping[str, Any], key: str, default: int,
            source: str, most: int) -> int:
     value = request if request is not None else section.get(key, default)
@@ -70,14 +64,14 @@ def _count(request: int | None, section: Mapping[str, Any], key: str, default: i
 def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
     """The analytical task, the plan and the store identity of ``request`` (checked)."""
     section, label = _section(request.source)
-    layouts = _choice(request.layouts or section.get("layouts", "search"), config.LAYOUT_MODES,
-                      "--layouts" if request.layouts else "sweep.layouts",
-                      "" if request.layouts else label)
+    layouts = check_choice("--layouts" if request.layouts else "sweep.layouts",
+                           request.layouts or section.get("layouts", "search"),
+                           config.LAYOUT_MODES, "" if request.layouts else label)
     wanted = request.objective or section.get("objective", "step_time_s")
-    objective = _choice(config.ALIASES.get(wanted, wanted), tuple(config.OBJECTIVES),
-                        "--objective" if request.objective else "sweep.objective",
-                        "" if request.objective else label)
-    _choice(request.contention, CONTENTION_MODES, "--contention", "")
+    objective = check_choice("--objective" if request.objective else "sweep.objective",
+                             config.ALIASES.get(wanted, wanted), tuple(config.OBJECTIVES),
+                             "" if request.objective else label)
+    check_choice("--contention", request.contention, CONTENTION_MODES)
     vary = config.as_mapping(section.get("vary", {}), "sweep.vary", label)
     plan = config.Plan(
         settings=config.settings_from(section.get("options"),

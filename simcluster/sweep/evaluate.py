@@ -30,7 +30,6 @@ from simcluster.units import GiB
 RUN_FIELDS = ("step_time_s", "tokens_per_s", "mfu", "model_tflops_per_gpu", "hfu",
               "bubble_fraction", "peak_memory_gib", "memory_capacity_gib", "time_to_train_days",
               "gpu_hours", "cost_usd", "capital_usd", "energy_usd")
-Split = tuple[tuple[str, Any], ...]
 _BASES: dict[str, Scenario] = {}
 
 

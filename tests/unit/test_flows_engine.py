@@ -9,8 +9,10 @@ import pytest
 import yaml
 
 from simcluster.cli import main
+from simcluster.errors import InvariantError
 from simcluster.flows.engine import simulate
-from simcluster.flows.plan import FlowClass, Phase, Transfer, scaled, with_latencies
+from simcluster.flows.plan import FlowClass, Phase, Transfer
+from tests.flows_reference import scaled, with_latencies
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +28,12 @@ def _one(usage: tuple[tuple[tuple[tuple[str, int], tuple[str, int]], float], ...
 def test_single_flow_pays_latency_then_bytes_over_capacity() -> None:
     result = simulate([_one(((A, 1.0),), 100.0, latency_s=3.0)], {A: 10.0})
     assert result.finish_s == pytest.approx((13.0,))
+
+
+def test_an_edge_without_capacity_is_an_internal_error() -> None:
+    """Capacities are built from the plan's own edges: a missing one is a bug, not bad input."""
+    with pytest.raises(InvariantError, match="no capacity"):
+        simulate([_one(((A, 1.0), (B, 1.0)), 100.0)], {A: 10.0})
 
 
 def test_two_flows_share_then_the_survivor_speeds_up() -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import pytest
 
 from simcluster.flows.engine import incidence, run, simulate
-from simcluster.flows.plan import FlowClass, Phase, Transfer, scaled, with_latencies
-from simcluster.flows.tier_b import FlowModel, phase_latencies_s, phase_steps, ramp_bytes
+from simcluster.flows.plan import FlowClass, Phase, Transfer
+from simcluster.flows.tier_b import FlowModel, phase_latencies_s, ramp_bytes
 from simcluster.perf.collectives import comm_group
+from simcluster.perf.collectives_formulas import phase_steps
 from simcluster.spec.loader import load_topology
+from tests.flows_reference import scaled, with_latencies
 
 SIZES = [2.0**k for k in range(6, 34, 3)]
 A = (("x", 0), ("y", 0))

@@ -17,7 +17,6 @@ from simcluster.perf.memory import (
     bytes_per_param,
     embedding_activation_bytes,
     estimate_memory,
-    in_flight_micro_batches,
     in_flight_units,
     layer_activation_bytes,
     stage_chunks,
@@ -25,6 +24,7 @@ from simcluster.perf.memory import (
     zero3_unit_params,
     zero_bytes_per_param,
 )
+from simcluster.perf.pipeline import in_flight_chunks, in_flight_microbatches
 from simcluster.spec.loader import load_scenario
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -149,13 +149,27 @@ def test_mixtral_mlp_activations_scale_with_top_k() -> None:
 
 
 def test_1f1b_stage0_holds_p_and_last_holds_1() -> None:
-    assert in_flight_micro_batches("1f1b", 16, 0, 96) == 16
-    assert in_flight_micro_batches("1f1b", 16, 15, 96) == 1
-    assert in_flight_micro_batches("zb-h1", 16, 3, 96) == 13
-    assert in_flight_micro_batches("1f1b", 16, 0, 4) == 4
-    assert in_flight_micro_batches("gpipe", 16, 15, 96) == 96
-    with pytest.raises(ValueError, match="interleaved"):
-        in_flight_micro_batches("interleaved", 16, 0, 96)
+    assert in_flight_chunks("1f1b", 16, 96, stage=0) == 16
+    assert in_flight_chunks("1f1b", 16, 96, stage=15) == 1
+    assert in_flight_chunks("zb-h1", 16, 96, stage=3) == 13
+    assert in_flight_chunks("1f1b", 16, 4, stage=0) == 4
+    assert in_flight_chunks("gpipe", 16, 96, stage=15) == 96
+    # interleaved counts chunks: warm-up 2(p-1) + (v-1)p = 30 + 16, plus one
+    assert in_flight_chunks("interleaved", 16, 96, 2, stage=0) == 47
+
+
+def test_memory_and_pipeline_share_one_in_flight_count() -> None:
+    """The memory model's per-chunk split adds up to the pipeline's count on every stage."""
+    for schedule, v in (("gpipe", 1), ("1f1b", 1), ("zb-h1", 1), ("interleaved", 2),
+                        ("interleaved", 3)):
+        par = scenario(tp=8, pp=4, schedule=schedule, virtual_stages=v,
+                       global_batch=1536).parallelism
+        for stage in range(par.pp):
+            units = in_flight_units(par, stage)
+            assert len(units) == v
+            assert sum(units) == in_flight_chunks(schedule, 4, par.micro_batches, v, stage)
+            assert sum(units) / v == in_flight_microbatches(schedule, 4, par.micro_batches, v,
+                                                             stage)
 
 
 def test_interleaved_first_stage_matches_megatron_penalty() -> None:

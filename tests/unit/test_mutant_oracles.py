@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from simcluster.flows.tier_b import phase_steps
 from simcluster.horizon import BUCKETS, CheckpointPlan, FailureClass, HorizonConfig
 from simcluster.horizon.fast import run_fast
 from simcluster.horizon.machine import JobMachine
 from simcluster.horizon.sampling import FAILURE, HORIZON, Event, WeibullSource
 from simcluster.perf import collectives_formulas as f
 from simcluster.perf.collectives import collective_time, comm_group
+from simcluster.perf.collectives_formulas import phase_steps
 from simcluster.perf.memory import stage_memory
 from simcluster.perf.memory_stage import stage_activation_bytes
 from simcluster.perf.reliability import daly_interval_s

@@ -7,11 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError
 from simcluster.observe import CATEGORIES, ChromeTracer, Ledger, NullTracer, OpRecord
 from simcluster.observe.tracer import write_text_atomic
 from simcluster.perf.step import TimeBreakdown
 from simcluster.sim import simulate_step
+from simcluster.sim.step import _check_conserved
 from tests.golden.sim_cases import tiny
 
 
@@ -26,9 +27,9 @@ def test_ledger_adds_and_checks() -> None:
     assert ledger.total_s == 2.0
     assert ledger.gap_s(2.0) == 0.0
     assert ledger.as_dict()["compute"] == 1.5
-    with pytest.raises(SpecError):
+    with pytest.raises(InvariantError):
         ledger.add("naps", 1.0)
-    with pytest.raises(SpecError):
+    with pytest.raises(InvariantError):
         ledger.add("compute", -1.0)
 
 
@@ -72,3 +73,16 @@ def test_atomic_write_leaves_no_temporary_file(tmp_path: Path) -> None:
     target = write_text_atomic(tmp_path / "out.json", "{}")
     assert target.read_text() == "{}"
     assert [p.name for p in tmp_path.iterdir()] == ["out.json"]
+
+
+def test_the_des_refuses_a_ledger_that_does_not_add_up_to_the_step() -> None:
+    """sim.step checks conservation (Ledger.gap_s) instead of defining the step as the sum."""
+    ledger = Ledger()
+    ledger.add("compute", 3.0)
+    ledger.add("bubble", 1.0)
+    _check_conserved(ledger, 4.0 + 1e-12)  # float noise passes
+    with pytest.raises(InvariantError, match="gap"):
+        _check_conserved(ledger, 4.5)  # half a second went unbooked
+    ledger.add("pp_comm", 1.0)
+    with pytest.raises(InvariantError, match="gap"):
+        _check_conserved(ledger, 4.5)  # booked twice

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import simpy
 
-from simcluster.errors import SpecError
+from simcluster.errors import InvariantError
 from simcluster.sim.network import Network, Transfer, max_min_shares
 
 
@@ -56,7 +56,7 @@ def test_capacity_scales_speed() -> None:
 
 def test_zero_work_completes_at_once_and_negative_is_refused() -> None:
     assert _finish_times([(1.0, ("a",), 0.0)]) == [1.0]
-    with pytest.raises(SpecError):
+    with pytest.raises(InvariantError):
         Network(simpy.Environment()).transfer("x", ("a",), -1.0)
 
 

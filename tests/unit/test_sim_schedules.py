@@ -11,6 +11,7 @@ from collections import Counter
 
 import pytest
 
+from simcluster.errors import InvariantError
 from simcluster.perf.pipeline import bubble_fraction, bubble_time_s
 from simcluster.sim import run
 from simcluster.sim.build import uniform_plan
@@ -89,3 +90,11 @@ def test_a_schedule_that_deadlocks_is_an_error() -> None:
     stuck = StagePlan("nominal", 0, tuple(reversed(plan.stages[0].ops)), 0.0)
     with pytest.raises(SimulationError, match="deadlocked"):
         run(StepPlan(2, plan.groups, (stuck, plan.stages[1]), plan.dp_buckets, {}))
+
+
+def test_stage_order_refuses_impossible_arguments_as_internal_errors() -> None:
+    """The scenario checks validate the schedule and sizes first; here they are bugs."""
+    with pytest.raises(InvariantError, match="stage"):
+        stage_order("1f1b", 4, 8, 4)
+    with pytest.raises(InvariantError, match="pipedream"):
+        stage_order("pipedream", 4, 8, 0)

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from simcluster.cli import main
-from simcluster.perf.step import TimeBreakdown, estimate_step, grad_accumulation_s
+from simcluster.perf.stage_work import grad_accumulation_s
+from simcluster.perf.step import TimeBreakdown, estimate_step
 from simcluster.run.single import simulate
 from simcluster.spec import load_scenario
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simcluster.perf import comm_plan
-from simcluster.perf.step import scenario_layer_times
+from simcluster.perf.stage_work import scenario_layer_times
 from simcluster.perf.tp_overlap import (
     PIPELINE_SPLITS,
     blocks,

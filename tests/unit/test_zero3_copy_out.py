@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from simcluster.perf.step import scenario_layer_times
+from simcluster.perf.stage_work import scenario_layer_times
 from simcluster.perf.zero3 import copy_out_bytes
 from simcluster.run.single import simulate
 from simcluster.spec import Scenario, load_scenario

@@ -7,8 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from simcluster.report.figures._io import pyplot, save, targets, write_csv
-from simcluster.report.gantt import COLOURS, gantt
-from simcluster.report.gantt import _rows as gantt_rows
+from simcluster.report.gantt import COLOURS, gantt, gantt_rows
 
 #: Categories of ``time_breakdown_s`` in stacking order (the DES and analytical engines share them).
 CATEGORIES = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble",

@@ -1,0 +1,147 @@
+"""Per-micro-batch work of a run of layers on one GPU: the one source of both engines' op times.
+
+A *span* is the layers one GPU runs back to back for one micro-batch: a whole pipeline stage (the
+analytical engine, :mod:`.step`) or one virtual chunk of it (the discrete-event engine,
+:mod:`simcluster.sim.durations`). Its compute is ``n`` layers (:func:`scenario_layer_times`) plus
+the embedding on the first span of the model and the logits and loss on the last, plus the unfused
+gradient-accumulation pass (:func:`grad_accumulation_s`); its exposed TP, CP and EP communication
+is ``n`` times the per-layer cost of :mod:`.comm_plan`. Both engines read these numbers from
+:class:`LayerCosts` and :meth:`LayerCosts.span`, so the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from simcluster.perf import comm_plan
+from simcluster.perf.cache import Keyed, keyed_accelerator, memoised
+from simcluster.perf.compute import (
+    LayerTimes,
+    embedding_times,
+    grad_accumulation_time_s,
+    layer_times,
+    logits_times,
+    memory_operator,
+    optimizer_step_time_s,
+)
+from simcluster.perf.memory import grad_bytes_of
+from simcluster.perf.zero3 import copy_out_bytes
+from simcluster.spec.hardware import AcceleratorSpec
+from simcluster.spec.model import ModelSpec
+from simcluster.spec.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SpanCompute:
+    """Compute seconds of one span for one micro-batch (communication apart)."""
+
+    forward_s: float
+    backward_s: float  # full backward: recompute, dgrad and wgrad, plus the accumulation pass
+    wgrad_s: float  # the weight-gradient part of backward_s (ZB-H1's W), accumulation included
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LayerCosts:
+    """What one micro-batch costs per layer of ``s``, and the two ends of the model.
+
+    ``tp``, ``cp`` and ``ep`` are (forward, backward) exposed seconds per layer.
+    """
+
+    scenario: Scenario
+    layer: LayerTimes
+    embedding: LayerTimes
+    logits: LayerTimes
+    tp: tuple[float, float]
+    cp: tuple[float, float]
+    ep: tuple[float, float]
+
+    def span(self, layers: int, first: bool, last: bool, held: float) -> SpanCompute:
+        """Compute of ``layers`` layers, with the embedding (``first``) and the logits and loss
+        (``last``), on a GPU holding ``held`` parameters (for the accumulation pass)."""
+        layer, n = self.layer, layers
+        extras = ([self.embedding] if first else []) + ([self.logits] if last else [])
+        accumulate = grad_accumulation_s(self.scenario, held)
+        return SpanCompute(
+            forward_s=n * layer.forward_s + sum(e.forward_s for e in extras),
+            backward_s=n * (layer.backward_s + layer.recompute_s)
+            + sum(e.backward_s for e in extras) + accumulate,
+            wgrad_s=n * layer.wgrad_s + sum(e.wgrad_s for e in extras) + accumulate)
+
+
+def layer_costs(s: Scenario, groups: comm_plan.Groups) -> LayerCosts:
+    """:class:`LayerCosts` of ``s`` on its communication ``groups``."""
+    acc = keyed_accelerator(s.cluster.topology.accelerator)
+    par = s.parallelism
+    layer = _scenario_layer_times(s, acc)
+    first, last = _ends(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
+                        par.cp, s.execution.elementwise)
+    attention = sum(o.time_s for o in layer.operators if o.kind == "attention")
+    return LayerCosts(scenario=s, layer=layer, embedding=first, logits=last,
+                      tp=comm_plan.tp_layer_comm_s(s, groups, layer),
+                      cp=comm_plan.cp_layer_comm_s(s, groups, attention),
+                      ep=comm_plan.ep_layer_comm_s(s, groups))
+
+
+def scenario_layer_times(s: Scenario) -> LayerTimes:
+    """One transformer layer of ``s`` per micro-batch on one GPU (its layout and kernels)."""
+    return _scenario_layer_times(s, keyed_accelerator(s.cluster.topology.accelerator))
+
+
+def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTimes:
+    par = s.parallelism
+    ex = s.execution
+    return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
+                        par.cp, par.sequence_parallel, par.recompute, ex.flash_attention,
+                        par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance,
+                        copy_out_bytes(s))
+
+
+@memoised()
+def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
+                 seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
+                 flash_attention: bool, ep: int, elementwise: str, host_op_s: float,
+                 cp_load_balance: bool, copy_bytes: float) -> LayerTimes:
+    layer = layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
+                        recompute, flash_attention, ep=ep, elementwise=elementwise,
+                        host_op_s=host_op_s, cp_load_balance=cp_load_balance)
+    if copy_bytes == 0:
+        return layer
+    # ZeRO-3's copy-out (perf/zero3.py): once before the forward, once before the backward (the
+    # recompute reuses the backward's gathered parameters)
+    copy = memory_operator(acc.value, "zero3_copy_out", copy_bytes, backward_factor=1.0)
+    return dataclasses.replace(layer, forward_s=layer.forward_s + copy.time_s,
+                               backward_s=layer.backward_s + copy.backward_s,
+                               operators=(*layer.operators, copy))
+
+
+@memoised()
+def _ends(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
+          seq_len: int, tp: int, cp: int, elementwise: str) -> tuple[LayerTimes, LayerTimes]:
+    """The first stage's embedding and the last stage's logits and loss."""
+    args = (model, acc.value, dtype, micro_batch, seq_len)
+    return embedding_times(*args, tp, cp), logits_times(*args, tp, cp, elementwise)
+
+
+def grad_accumulation_s(s: Scenario, params: float) -> float:
+    """Unfused gradient accumulation of ``params`` for one micro-batch; 0 with the fusion on.
+
+    The wgrad GEMMs write 16-bit gradients (fp32 in fp32 training). Under ZeRO-2/3 gradients are
+    reduce-scattered every micro-batch, so only this rank's shard is accumulated.
+    """
+    if s.execution.grad_accumulation_fusion:
+        return 0.0
+    par = s.parallelism
+    shard = params / (par.dp * par.cp) if par.zero_stage >= 2 else params
+    fresh = 4 if s.precision == "fp32" else 2
+    return grad_accumulation_time_s(s.cluster.topology.accelerator, shard, fresh,
+                                    grad_bytes_of(s))
+
+
+def optimizer_s(s: Scenario, held: float) -> float:
+    """The optimizer step of a GPU holding ``held`` parameters: Adam over its ZeRO shard (the
+    parameters over ``dp * cp`` from ZeRO-1 on; :func:`simcluster.perf.compute.optimizer_step_time_s`).
+    """
+    par = s.parallelism
+    shards = par.dp * par.cp if par.zero_stage >= 1 else 1
+    return optimizer_step_time_s(s.cluster.topology.accelerator, held, shards)

@@ -1,0 +1,89 @@
+"""Both engines take their per-micro-batch op times from one place (perf/stage_work.py).
+
+The analytical engine times a pipeline stage as one span of layers, the discrete-event engine
+each virtual chunk of it; summed over a stage's chunks, the DES durations must give the analytical
+stage times (interleaved, uneven layers, unfused gradient accumulation, first and last stage ends).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from simcluster.perf import comm_plan
+from simcluster.perf.stage_work import grad_accumulation_s, layer_costs, optimizer_s
+from simcluster.perf.step import estimate_step
+from simcluster.sim.durations import stage_durations
+from simcluster.spec.loader import load_scenario
+from simcluster.spec.scenario import Scenario
+
+
+def interleaved_uneven() -> Scenario:
+    return load_scenario({
+        "model": "gpt3-175b", "cluster": {"topology": "dgx-a100-80gb", "nodes": 128},
+        "parallelism": {"global_batch": 1536, "tp": 8, "pp": 4, "schedule": "interleaved",
+                        "virtual_stages": 2, "stage_layers": [10, 14, 12, 12, 12, 12, 10, 14]},
+        "execution": {"grad_accumulation_fusion": False}})
+
+
+def category(parts: tuple[tuple[str, float], ...], name: str) -> float:
+    return dict(parts)[name]
+
+
+def test_des_chunks_sum_to_the_analytical_stage() -> None:
+    s = interleaved_uneven()
+    analytical = estimate_step(s).stages
+    des = stage_durations(s)
+    assert len(des) == len(analytical) == 4
+    for stage, st in zip(des, analytical, strict=True):
+        fwd = sum(category(c.forward, "compute") for c in stage.chunks)
+        bwd = sum(category(c.backward, "compute") for c in stage.chunks)
+        wgrad = sum(category(c.wgrad, "compute") for c in stage.chunks)
+        comm = sum(category(c.forward, k) + category(c.backward, k)
+                   for c in stage.chunks for k in ("tp_comm", "cp_comm", "ep_comm"))
+        # each chunk runs its own unfused accumulation pass; the analytical stage runs one
+        # pass over all its parameters, which costs the same bytes
+        assert fwd == pytest.approx(st.forward_compute_s, rel=1e-12)
+        assert bwd == pytest.approx(st.backward_compute_s, rel=1e-9)
+        assert wgrad == pytest.approx(st.wgrad_s, rel=1e-9)
+        assert comm == pytest.approx(st.tp_s + st.cp_s + st.ep_s, rel=1e-12)
+
+
+def test_span_adds_layers_and_the_model_ends_once() -> None:
+    s = interleaved_uneven()
+    costs = layer_costs(s, comm_plan.groups(s))
+    layer, emb, logits = costs.layer, costs.embedding, costs.logits
+    whole = costs.span(3, True, True, 0.0)
+    assert whole.forward_s == pytest.approx(3 * layer.forward_s + emb.forward_s + logits.forward_s,
+                                            rel=1e-12)
+    assert whole.wgrad_s == pytest.approx(3 * layer.wgrad_s + emb.wgrad_s + logits.wgrad_s,
+                                          rel=1e-12)
+    # a middle span is linear in its layers; the ends come on top, once
+    middle = costs.span(1, False, False, 0.0)
+    assert costs.span(3, False, False, 0.0).forward_s == pytest.approx(3 * middle.forward_s)
+    assert whole.forward_s > costs.span(3, False, False, 0.0).forward_s + emb.forward_s
+    # the unfused accumulation pass of the span's parameters enters backward and wgrad
+    held = 1.5e9
+    pass_s = grad_accumulation_s(s, held)
+    assert pass_s > 0
+    with_pass = costs.span(2, False, False, held)
+    assert with_pass.backward_s - costs.span(2, False, False, 0.0).backward_s == \
+        pytest.approx(pass_s, rel=1e-12)
+    assert with_pass.wgrad_s - costs.span(2, False, False, 0.0).wgrad_s == \
+        pytest.approx(pass_s, rel=1e-12)
+
+
+def test_both_engines_take_the_optimizer_step_from_one_place() -> None:
+    """ZeRO-1 shards the Adam step over dp * cp; the DES's slowest stage is the analytical one."""
+    s = interleaved_uneven()
+    par = s.parallelism
+    zero0, zero1 = (dataclasses.replace(s, parallelism=dataclasses.replace(par, zero_stage=z))
+                    for z in (0, 1))
+    held = 2.0e9
+    assert optimizer_s(zero1, held) == pytest.approx(optimizer_s(zero0, held / (par.dp * par.cp)),
+                                                     rel=1e-12)
+    assert optimizer_s(zero0, held) > 30 * optimizer_s(zero1, held)  # dp * cp = 32
+    for scenario in (zero0, zero1):
+        des = max(stage.optimizer_s for stage in stage_durations(scenario))
+        assert des == pytest.approx(estimate_step(scenario).breakdown.optimizer, rel=1e-12)
