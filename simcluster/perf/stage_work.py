@@ -138,10 +138,15 @@ def grad_accumulation_s(s: Scenario, params: float) -> float:
                                     grad_bytes_of(s))
 
 
-def optimizer_s(s: Scenario, held: float) -> float:
-    """The optimizer step of a GPU holding ``held`` parameters: Adam over its ZeRO shard (the
-    parameters over ``dp * cp`` from ZeRO-1 on; :func:`simcluster.perf.compute.optimizer_step_time_s`).
+def optimizer_s(s: Scenario, held: float, expert: float = 0.0) -> float:
+    """The optimizer step of a GPU holding ``held`` parameters, ``expert`` of them MoE experts:
+    Adam over its ZeRO shard (from ZeRO-1 on, dense parameters over ``dp * cp``, expert parameters
+    over ``dp * cp / ep``, as the memory model shards them: :mod:`simcluster.perf.memory`;
+    :func:`simcluster.perf.compute.optimizer_step_time_s`).
     """
     par = s.parallelism
-    shards = par.dp * par.cp if par.zero_stage >= 1 else 1
-    return optimizer_step_time_s(s.cluster.topology.accelerator, held, shards)
+    acc = s.cluster.topology.accelerator
+    if par.zero_stage == 0:
+        return optimizer_step_time_s(acc, held, 1)
+    dense = optimizer_step_time_s(acc, held - expert, par.dp * par.cp)
+    return dense + (optimizer_step_time_s(acc, expert, par.dp * par.cp // par.ep) if expert else 0.0)

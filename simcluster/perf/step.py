@@ -114,12 +114,13 @@ class _Stage:
     first: bool
     last: bool
     held: float  # dense + expert parameters on one GPU
+    expert: float = 0.0  # the expert parameters among them
 
 
 def _stages(s: Scenario) -> tuple[_Stage, ...]:
     par = s.parallelism
     last = par.pp - 1
-    return tuple(_Stage(n, i == 0, i == last, params.dense + params.expert)
+    return tuple(_Stage(n, i == 0, i == last, params.dense + params.expert, params.expert)
                  for i, (n, params) in enumerate(zip(stage_layer_counts(par, s.model.layers),
                                                      all_stage_params(s.model, par),
                                                      strict=True)))
@@ -217,8 +218,9 @@ def _optimizer_s(s: Scenario, shapes: tuple[_Stage, ...], speeds: tuple[float, .
     """The slowest stage's optimizer step (each at its compute ``speeds``)."""
     worst = 0.0
     # distinct (count, speed) pairs, first-seen order
-    for held, speed in {(shape.held, v): None for shape, v in zip(shapes, speeds, strict=True)}:
-        worst = max(worst, optimizer_s(s, held) / speed)
+    for held, expert, speed in {(shape.held, shape.expert, v): None
+                                for shape, v in zip(shapes, speeds, strict=True)}:
+        worst = max(worst, optimizer_s(s, held, expert) / speed)
     return worst
 
 

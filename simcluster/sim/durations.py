@@ -157,6 +157,6 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
                                            for p in params),
             scatters=tuple(_bucket_works(s, groups, p, False, seen) for p in params),
             pp_message_s=message, zero3=zero3,
-            optimizer_s=optimizer_s(s, total),
+            optimizer_s=optimizer_s(s, total, stage_params(s.model, par, i, sum(layers[i])).expert),
             gather=param_gather(s, groups, total, sum(layers[i]))))
     return tuple(out)
