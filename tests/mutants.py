@@ -15,6 +15,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,21 +169,36 @@ MUTANTS: tuple[Mutant, ...] = (
 
 
 def _copy(dest: Path) -> None:
-    ignore = shutil.ignore_patterns(".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache",
-                                    ".pytest_cache", ".hypothesis", "*.egg-info")
-    for name in ("simcluster", "tests", "scenarios", "topologies", "docs", "analysis", "benchmarks",
-                 "pyproject.toml", "README.md"):
-        src = ROOT / name
-        if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=ignore)
-        elif src.exists():
-            shutil.copy2(src, dest / name)
+    """Copy the working tree's files (tracked and untracked-not-ignored, as git lists them)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.decode()
+    for rel in filter(None, listed.split("\0")):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def _pytest(copy: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run pytest in ``copy`` with the copy's package first on ``PYTHONPATH`` (before the
+    editable install's path entry, which the venv's ``.pth`` file appends after it)."""
+    env = {**os.environ, "PYTHONPATH": str(copy), "CI": "true"}
+    cmd = [sys.executable, "-m", "pytest", *args, "-x", "-q", "-p", "no:cacheprovider", "-rfE"]
+    return subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
 
 
 def _passes(copy: Path, test: str) -> bool:
-    env = {**os.environ, "PYTHONPATH": str(copy)}
-    cmd = [sys.executable, "-m", "pytest", test, "-q", "-x", "-p", "no:cacheprovider"]
-    return subprocess.run(cmd, cwd=copy, env=env, capture_output=True).returncode == 0
+    return _pytest(copy, [test]).returncode == 0
+
+
+def _apply(copy: Path, m: Mutant) -> bool:
+    """Write the mutation into the copy; False when ``original`` is not there exactly once."""
+    target = copy / m.path
+    text = target.read_text()
+    if text.count(m.original) != 1:
+        return False
+    target.write_text(text.replace(m.original, m.mutated))
+    return True
 
 
 def check(m: Mutant) -> str:
@@ -191,19 +208,103 @@ def check(m: Mutant) -> str:
         _copy(copy)
         if not _passes(copy, m.test):
             return "broken"
-        target = copy / m.path
-        text = target.read_text()
-        if text.count(m.original) != 1:
+        if not _apply(copy, m):
             return "stale (original text not found exactly once)"
-        target.write_text(text.replace(m.original, m.mutated))
         return "survived" if _passes(copy, m.test) else "killed"
+
+
+@dataclass(frozen=True)
+class SuiteResult:
+    """Whole-suite verdict of one mutant: ``killed`` / ``survived`` / ``stale``."""
+
+    verdict: str
+    seconds: float
+    first_failure: str
+    output: str  # the end of pytest's output
+
+
+def _first_failure(output: str) -> str:
+    """The first ``FAILED``/``ERROR`` node id of pytest's short summary ('' when none)."""
+    for line in output.splitlines():
+        if line.startswith(("FAILED ", "ERROR ")):
+            return line.split(" - ")[0].split(" ", 1)[1]
+    return ""
+
+
+def run_suite(m: Mutant | None) -> SuiteResult:
+    """Apply ``m`` (None: nothing) in a fresh copy and run the whole suite there (``-x``)."""
+    with tempfile.TemporaryDirectory(prefix="simcluster-mutant-") as tmp:
+        copy = Path(tmp)
+        _copy(copy)
+        if m is not None and not _apply(copy, m):
+            return SuiteResult("stale", 0.0, "", "")
+        start = time.perf_counter()
+        done = _pytest(copy, [])
+        seconds = time.perf_counter() - start
+    tail = (done.stdout + done.stderr)[-4000:]
+    if done.returncode == 0:
+        return SuiteResult("survived", seconds, "", tail)
+    first = _first_failure(done.stdout) or f"exit {done.returncode}"
+    return SuiteResult("killed", seconds, first, tail)
+
+
+#: Breaks every import of the package: the suite must fail on it, naming it, which proves the
+#: copy (not the editable install of the checkout) is what the tests import.
+CANARY = Mutant("simcluster/__init__.py", "from __future__ import annotations\n",
+                'from __future__ import annotations\nraise ImportError("mutant canary")\n', "")
+
+
+def _preflight() -> str:
+    """'' when the unmutated suite passes and the canary is killed; else why the run must stop."""
+    clean = run_suite(None)
+    print(f" 0 unmutated suite: {'passed' if clean.verdict == 'survived' else 'FAILED'} "
+          f"({clean.seconds:.0f} s) {clean.first_failure}", flush=True)
+    if clean.verdict != "survived":
+        return "the unmutated suite fails: fix it before a mutation run"
+    canary = run_suite(CANARY)
+    if canary.verdict != "killed" or "mutant canary" not in canary.output:
+        return "the canary import error did not fail the suite: the copy is not what is imported"
+    print(f" 0 canary import error: killed in {canary.seconds:.0f} s by {canary.first_failure} "
+          "(the copy's package is the one imported)", flush=True)
+    return ""
+
+
+def _run_one(item: tuple[int, Mutant]) -> SuiteResult:
+    n, m = item
+    r = run_suite(m)
+    print(f"{n:2d} {r.verdict:8s} {r.seconds:5.0f} s {m.path} {r.first_failure}", flush=True)
+    return r
+
+
+def suite_main(chosen: list[tuple[int, Mutant]], jobs: int) -> int:
+    """Whole-suite mode: preflight, then every chosen mutant; prints the table."""
+    why = _preflight()
+    if why:
+        print(f"aborted: {why}")
+        return 2
+    begin = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        results = list(pool.map(_run_one, chosen))
+    print("| N | file | verdict | seconds | first failing test |")
+    print("|---|---|---|---|---|")
+    for (n, m), r in zip(chosen, results, strict=True):
+        print(f"| {n} | {m.path} | {r.verdict} | {r.seconds:.0f} | {r.first_failure} |")
+    killed = sum(r.verdict == "killed" for r in results)
+    print(f"{killed}/{len(results)} killed; {time.perf_counter() - begin:.0f} s wall "
+          f"({jobs} job(s)), whole suite each")
+    return 0 if killed == len(results) else 1
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", type=int, help="check mutant N only (1-based)")
+    parser.add_argument("--suite", action="store_true",
+                        help="run the whole test suite on each mutant instead of its named test")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run at once in --suite mode")
     args = parser.parse_args(argv)
-    chosen = [(args.only, MUTANTS[args.only - 1])] if args.only else enumerate(MUTANTS, 1)
+    chosen = [(args.only, MUTANTS[args.only - 1])] if args.only else list(enumerate(MUTANTS, 1))
+    if args.suite:
+        return suite_main(chosen, max(1, args.jobs))
     killed = total = 0
     for n, m in chosen:
         verdict = check(m)
