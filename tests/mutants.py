@@ -179,11 +179,26 @@ def _copy(dest: Path) -> None:
             shutil.copy2(src, dest / rel)
 
 
-def _pytest(copy: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+#: A pytest plugin written into each suite-mode copy: it moves the tests of the files named in
+#: ``MUTANT_FIRST`` to the front (stable otherwise). The same tests run; with ``-x`` the verdict
+#: does not depend on the order, only how soon a killed mutant stops.
+ORDER_PLUGIN = """
+import os
+
+
+def pytest_collection_modifyitems(session, config, items):
+    first = set(filter(None, os.environ.get("MUTANT_FIRST", "").split(",")))
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in first)
+"""
+
+
+def _pytest(copy: Path, args: list[str], first: str = "") -> subprocess.CompletedProcess[str]:
     """Run pytest in ``copy`` with the copy's package first on ``PYTHONPATH`` (before the
     editable install's path entry, which the venv's ``.pth`` file appends after it)."""
-    env = {**os.environ, "PYTHONPATH": str(copy), "CI": "true"}
-    cmd = [sys.executable, "-m", "pytest", *args, "-x", "-q", "-p", "no:cacheprovider", "-rfE"]
+    env = {**os.environ, "PYTHONPATH": str(copy), "CI": "true", "MUTANT_FIRST": first}
+    plugin = ["-p", "_mutant_order"] if (copy / "_mutant_order.py").exists() else []
+    cmd = [sys.executable, "-m", "pytest", *args, "-x", "-q", "-p", "no:cacheprovider", "-rfE",
+           *plugin]
     return subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
 
 
@@ -238,8 +253,9 @@ def run_suite(m: Mutant | None) -> SuiteResult:
         _copy(copy)
         if m is not None and not _apply(copy, m):
             return SuiteResult("stale", 0.0, "", "")
+        (copy / "_mutant_order.py").write_text(ORDER_PLUGIN)
         start = time.perf_counter()
-        done = _pytest(copy, [])
+        done = _pytest(copy, [], m.test.split("::")[0] if m is not None else "")
         seconds = time.perf_counter() - start
     tail = (done.stdout + done.stderr)[-4000:]
     if done.returncode == 0:
