@@ -10,8 +10,10 @@ The script also runs each test on the unmutated copy, which must pass. Not colle
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -168,8 +170,12 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
-def _copy(dest: Path) -> None:
-    """Copy the working tree's files (tracked and untracked-not-ignored, as git lists them)."""
+def _copy(dest: Path, snapshot: Path | None = None) -> None:
+    """Copy the working tree's files (tracked and untracked-not-ignored, as git lists them), or
+    all of ``snapshot`` (such a copy made once at the start of a run) when given."""
+    if snapshot is not None:
+        shutil.copytree(snapshot, dest, dirs_exist_ok=True)
+        return
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
                             cwd=ROOT, capture_output=True, check=True).stdout.decode()
     for rel in filter(None, listed.split("\0")):
@@ -192,14 +198,60 @@ def pytest_collection_modifyitems(session, config, items):
 """
 
 
-def _pytest(copy: Path, args: list[str], first: str = "") -> subprocess.CompletedProcess[str]:
+#: A mutant can make a loop endless or an array huge (an inverted rate draws events a million
+#: times too dense): its pytest is stopped past these, and the mutant counts as killed ("stopped").
+MAX_RSS_BYTES = 4 << 30
+TIMEOUT_S = 1200.0
+
+
+@dataclass(frozen=True)
+class Ran:
+    """One pytest run: exit status, stdout and stderr together, and why it was stopped ('')."""
+
+    returncode: int
+    output: str
+    stopped: str
+
+
+def _rss_bytes(pid: int) -> int:
+    """Resident memory of ``pid`` (Linux ``/proc``; 0 where it cannot be read)."""
+    try:
+        pages = int(Path(f"/proc/{pid}/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def _watch(proc: subprocess.Popen[bytes]) -> str:
+    """Wait for ``proc``; kill its process group past the memory or time limit and say why."""
+    start = time.monotonic()
+    while True:
+        try:
+            proc.wait(timeout=1.0)
+            return ""
+        except subprocess.TimeoutExpired:
+            why = (f"stopped: over {MAX_RSS_BYTES >> 30} GiB" if _rss_bytes(proc.pid) > MAX_RSS_BYTES
+                   else f"stopped: over {TIMEOUT_S:.0f} s" if time.monotonic() - start > TIMEOUT_S
+                   else "")
+            if why:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                return why
+
+
+def _pytest(copy: Path, args: list[str], first: str = "") -> Ran:
     """Run pytest in ``copy`` with the copy's package first on ``PYTHONPATH`` (before the
     editable install's path entry, which the venv's ``.pth`` file appends after it)."""
     env = {**os.environ, "PYTHONPATH": str(copy), "CI": "true", "MUTANT_FIRST": first}
     plugin = ["-p", "_mutant_order"] if (copy / "_mutant_order.py").exists() else []
     cmd = [sys.executable, "-m", "pytest", *args, "-x", "-q", "-p", "no:cacheprovider", "-rfE",
            *plugin]
-    return subprocess.run(cmd, cwd=copy, env=env, capture_output=True, text=True)
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(cmd, cwd=copy, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        stopped = _watch(proc)
+        out.seek(0)
+        return Ran(proc.returncode, out.read().decode(errors="replace"), stopped)
 
 
 def _passes(copy: Path, test: str) -> bool:
@@ -246,21 +298,21 @@ def _first_failure(output: str) -> str:
     return ""
 
 
-def run_suite(m: Mutant | None) -> SuiteResult:
+def run_suite(m: Mutant | None, snapshot: Path | None = None) -> SuiteResult:
     """Apply ``m`` (None: nothing) in a fresh copy and run the whole suite there (``-x``)."""
     with tempfile.TemporaryDirectory(prefix="simcluster-mutant-") as tmp:
         copy = Path(tmp)
-        _copy(copy)
+        _copy(copy, snapshot)
         if m is not None and not _apply(copy, m):
             return SuiteResult("stale", 0.0, "", "")
         (copy / "_mutant_order.py").write_text(ORDER_PLUGIN)
         start = time.perf_counter()
         done = _pytest(copy, [], m.test.split("::")[0] if m is not None else "")
         seconds = time.perf_counter() - start
-    tail = (done.stdout + done.stderr)[-4000:]
+    tail = done.output[-4000:]
     if done.returncode == 0:
         return SuiteResult("survived", seconds, "", tail)
-    first = _first_failure(done.stdout) or f"exit {done.returncode}"
+    first = done.stopped or _first_failure(done.output) or f"exit {done.returncode}"
     return SuiteResult("killed", seconds, first, tail)
 
 
@@ -270,14 +322,14 @@ CANARY = Mutant("simcluster/__init__.py", "from __future__ import annotations\n"
                 'from __future__ import annotations\nraise ImportError("mutant canary")\n', "")
 
 
-def _preflight() -> str:
+def _preflight(snapshot: Path) -> str:
     """'' when the unmutated suite passes and the canary is killed; else why the run must stop."""
-    clean = run_suite(None)
+    clean = run_suite(None, snapshot)
     print(f" 0 unmutated suite: {'passed' if clean.verdict == 'survived' else 'FAILED'} "
           f"({clean.seconds:.0f} s) {clean.first_failure}", flush=True)
     if clean.verdict != "survived":
         return "the unmutated suite fails: fix it before a mutation run"
-    canary = run_suite(CANARY)
+    canary = run_suite(CANARY, snapshot)
     if canary.verdict != "killed" or "mutant canary" not in canary.output:
         return "the canary import error did not fail the suite: the copy is not what is imported"
     print(f" 0 canary import error: killed in {canary.seconds:.0f} s by {canary.first_failure} "
@@ -285,22 +337,25 @@ def _preflight() -> str:
     return ""
 
 
-def _run_one(item: tuple[int, Mutant]) -> SuiteResult:
+def _run_one(snapshot: Path, item: tuple[int, Mutant]) -> SuiteResult:
     n, m = item
-    r = run_suite(m)
+    r = run_suite(m, snapshot)
     print(f"{n:2d} {r.verdict:8s} {r.seconds:5.0f} s {m.path} {r.first_failure}", flush=True)
     return r
 
 
 def suite_main(chosen: list[tuple[int, Mutant]], jobs: int) -> int:
     """Whole-suite mode: preflight, then every chosen mutant; prints the table."""
-    why = _preflight()
-    if why:
-        print(f"aborted: {why}")
-        return 2
-    begin = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(_run_one, chosen))
+    with tempfile.TemporaryDirectory(prefix="simcluster-snapshot-") as tmp:
+        snapshot = Path(tmp)
+        _copy(snapshot)  # the tree as it is now: later edits do not reach this run
+        why = _preflight(snapshot)
+        if why:
+            print(f"aborted: {why}")
+            return 2
+        begin = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            results = list(pool.map(functools.partial(_run_one, snapshot), chosen))
     print("| N | file | verdict | seconds | first failing test |")
     print("|---|---|---|---|---|")
     for (n, m), r in zip(chosen, results, strict=True):
