@@ -1,10 +1,11 @@
-"""Rerun issue 15's surviving-mutant check: apply each mutation in a temporary copy, run its test.
+"""Rerun issue 15's 32-mutant check: apply each mutation in a temporary copy, run the tests.
 
-Usage: ``python tests/mutants.py [--only N]`` from the repository root. Each mutant (listed in
-tests/MUTANTS.md) is one text replacement in one file; the copy's package is put first on
-``PYTHONPATH`` so the test imports the mutated code. A mutant is *killed* when its test fails.
-The script also runs each test on the unmutated copy, which must pass. Not collected by pytest
-(no ``test_`` prefix).
+Usage, from the repository root: ``python tests/mutants.py [--only N]`` runs each mutant's named
+test (which must pass on the unmutated copy); ``python tests/mutants.py --suite [--only N]
+[--jobs J]`` runs the whole suite (``pytest -x``, ``CI=true``) on each, after the unmutated suite
+passes and an import-breaking canary fails it. Each mutant (listed in tests/MUTANTS.md) is one text
+replacement in one file; the copy's package is put first on ``PYTHONPATH`` so the tests import the
+mutated code. A mutant is *killed* when a test fails. Not collected by pytest (no ``test_`` prefix).
 """
 
 from __future__ import annotations
