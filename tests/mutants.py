@@ -135,7 +135,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant("simcluster/horizon/sampling.py",
            "arr = last + np.cumsum(self.rng.standard_exponential(batch)) / self.rate_s",
            "arr = last + np.cumsum(self.rng.standard_exponential(batch)) * self.rate_s",
-           "tests/unit/test_reliability_engine.py"),
+           # test_reliability_engine.py only blew up (over 4 GiB): the oracle fails cleanly
+           f"{ORACLES}::test_poisson_source_draws_rate_times_horizon_events_in_chunks"),
     Mutant("simcluster/horizon/machine.py",
            "self._enter(Phase.RESTART, t, self.cfg.restart_s)",
            "self._enter(Phase.RESTART, t, self.cfg.warmup_s)",

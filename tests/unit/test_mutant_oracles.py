@@ -16,7 +16,7 @@ from simcluster.flows.tier_b import phase_steps
 from simcluster.horizon import BUCKETS, CheckpointPlan, FailureClass, HorizonConfig
 from simcluster.horizon.fast import run_fast
 from simcluster.horizon.machine import JobMachine
-from simcluster.horizon.sampling import FAILURE, HORIZON, Event, WeibullSource
+from simcluster.horizon.sampling import FAILURE, HORIZON, BufferedPoisson, Event, WeibullSource
 from simcluster.perf import collectives_formulas as f
 from simcluster.perf.collectives import collective_time, comm_group
 from simcluster.perf.comm_plan import groups, pp_message_s
@@ -255,3 +255,20 @@ def test_pipeline_sends_on_the_critical_path_count_mv_plus_p_minus_1_each_way(
     message = pp_message_s(s, groups(s))
     assert message > 0
     assert estimate_step(s).breakdown.pp_comm / message == pytest.approx(messages, rel=1e-12)
+
+
+# 24. Exponential gaps of the failure process (a dense rate, so the mutant fails, not explodes) --
+
+
+def test_poisson_source_draws_rate_times_horizon_events_in_chunks() -> None:
+    """A Poisson process of rate 0.5/s over 2000 s has 1000 arrivals on average, standard
+    deviation sqrt(1000) = 31.6 (Poisson count); the band is 5 sigma. Drawn in 20 chunks of
+    100 s, the arrivals are increasing and inside their chunk. Gaps multiplied by the rate instead
+    of divided give about 4000."""
+    source = BufferedPoisson(0.5, generator(15, 0, "poisson-oracle"))
+    parts = [source.until(100.0 * (k + 1)) for k in range(20)]
+    for k, part in enumerate(parts):
+        assert all(100.0 * k <= t < 100.0 * (k + 1) for t in part)
+    arrivals = [float(t) for part in parts for t in part]
+    assert arrivals == sorted(arrivals)
+    assert abs(len(arrivals) - 1000) < 5 * math.sqrt(1000)
