@@ -15,10 +15,11 @@ import pytest
 from simcluster.horizon import BUCKETS, CheckpointPlan, FailureClass, HorizonConfig
 from simcluster.horizon.fast import run_fast
 from simcluster.horizon.machine import JobMachine
-from simcluster.horizon.sampling import FAILURE, HORIZON, Event, WeibullSource
+from simcluster.horizon.sampling import FAILURE, HORIZON, BufferedPoisson, Event, WeibullSource
 from simcluster.perf import collectives_formulas as f
 from simcluster.perf.collectives import collective_time, comm_group
 from simcluster.perf.collectives_formulas import phase_steps
+from simcluster.perf.comm_plan import groups, pp_message_s
 from simcluster.perf.memory import stage_memory
 from simcluster.perf.memory_stage import stage_activation_bytes
 from simcluster.perf.reliability import daly_interval_s
@@ -233,3 +234,41 @@ def test_tier_b_latency_steps_follow_nccl_tuning() -> None:
     assert phase_steps("all_reduce", "tree", 40, 5, 8) == [(14, 6)]
     assert phase_steps("all_reduce", "ring", 32, 4, 8) == [(56, 6)]
     assert phase_steps("all_gather", "ring", 32, 4, 8) == [(28, 3)]
+
+
+# 27. Pipeline sends on the critical path (found by the 32-mutant suite run) ----------------------
+
+
+@pytest.mark.parametrize(("schedule", "v", "messages"), [("1f1b", 1, 22), ("interleaved", 2, 38)])
+def test_pipeline_sends_on_the_critical_path_count_mv_plus_p_minus_1_each_way(
+        schedule: str, v: int, messages: int) -> None:
+    """p = 4 stages, m = 8 micro-batches. The 1F1B timeline (Narayanan et al. SC'21 s2.2, Fig. 4)
+    is ``m + p - 1`` forward slots and as many backward slots on the critical path, each opened by
+    one stage-to-stage send (activations forward, gradients back); interleaving cuts the step into
+    ``m v`` chunk slots plus the same ``p - 1`` fill (s2.2.2, the bubble ``(p-1)/v`` of a full
+    stage). By hand: 2 x (8 + 3) = 22 sends, and 2 x (8 x 2 + 3) = 38 with v = 2. The unit is one
+    send (``pp_message_s``, not what the count is about); the ratio is a small integer, exact."""
+    s = _scenario({"preset": "gpt3-1.7b", "seq_len": 512}, "dgx-a100-80gb", 4,
+                  {"global_batch": 64, "tp": 1, "pp": 4, "micro_batch": 1,
+                   "schedule": schedule, "virtual_stages": v})
+    assert s.parallelism.micro_batches == 8  # 64 sequences over dp = 32 / 4 = 8
+    message = pp_message_s(s, groups(s))
+    assert message > 0
+    assert estimate_step(s).breakdown.pp_comm / message == pytest.approx(messages, rel=1e-12)
+
+
+# 24. Exponential gaps of the failure process (a dense rate, so the mutant fails, not explodes) --
+
+
+def test_poisson_source_draws_rate_times_horizon_events_in_chunks() -> None:
+    """A Poisson process of rate 0.5/s over 2000 s has 1000 arrivals on average, standard
+    deviation sqrt(1000) = 31.6 (Poisson count); the band is 5 sigma. Drawn in 20 chunks of
+    100 s, the arrivals are increasing and inside their chunk. Gaps multiplied by the rate instead
+    of divided give about 4000."""
+    source = BufferedPoisson(0.5, generator(15, 0, "poisson-oracle"))
+    parts = [source.until(100.0 * (k + 1)) for k in range(20)]
+    for k, part in enumerate(parts):
+        assert all(100.0 * k <= t < 100.0 * (k + 1) for t in part)
+    arrivals = [float(t) for part in parts for t in part]
+    assert arrivals == sorted(arrivals)
+    assert abs(len(arrivals) - 1000) < 5 * math.sqrt(1000)
