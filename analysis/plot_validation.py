@@ -14,7 +14,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -55,10 +55,13 @@ def vtrain_points() -> list[dict[str, Any]]:
 
 def llama3_points() -> list[dict[str, Any]]:
     """Llama 3 405B's three published throughputs (range check)."""
+    rows: list[tuple[str, list[str], float]] = [
+        (str(v[0]), list(cast(list[str], v[1])), float(cast(float, v[2])))
+        for v in (getattr(row, "values", row) for row in LLAMA3_ROWS)]  # pytest.param or tuple
     return [_point("Llama 3 405B", "TFLOP/s per GPU", label, published,
                    simulate(load_scenario(LLAMA3_SCENARIO, overrides),
                             engine="analytical").to_dict()["model_tflops_per_gpu"])
-            for label, overrides, published in LLAMA3_ROWS]
+            for label, overrides, published in rows]
 
 
 def main(argv: Sequence[str]) -> int:
