@@ -57,3 +57,18 @@ def test_unreadable_input_is_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_the_validation_scatter_reads_every_llama3_row() -> None:
+    """plot_validation.py takes its Llama 3 rows from the test module, where a row may carry marks
+    (``pytest.param``): every row becomes a point with the published value it states."""
+    sys.path.insert(0, str(ANALYSIS))
+    try:
+        import plot_validation
+
+        from tests.validation.test_llama3_throughput import ROWS
+    finally:
+        sys.path.remove(str(ANALYSIS))
+    points = plot_validation.llama3_points()
+    assert [p["published"] for p in points] == [getattr(r, "values", r)[2] for r in ROWS]
+    assert all(p["predicted"] > 0 for p in points)
