@@ -109,6 +109,22 @@ def _row(name: str, row: dict[str, int]) -> list[object]:
     return [name, row["mutants"], row["checked"], *(row[c] for c in COLUMNS), shown]
 
 
+def worst_case_minutes(by_module: dict[str, dict[str, str]]) -> tuple[float, float]:
+    """Serial test time (min) that mutmut's per-mutant test selection costs if every mutant
+    survives (every covering test runs; a kill stops at the first failure): for all mutants, and
+    for those not checked yet. From ``mutants/mutmut-stats.json`` (per-test durations, measured
+    under mutmut's tracing, and which tests reach each function)."""
+    stats = json.loads((MUTANTS / "mutmut-stats.json").read_text())
+    tests, duration = stats["tests_by_mangled_function_name"], stats["duration_by_test"]
+    every = left = 0.0
+    for statuses in by_module.values():
+        for name, status in statuses.items():
+            cost = sum(duration[t] for t in tests.get(name.rsplit("__mutmut_", 1)[0], ()))
+            every += cost
+            left += cost if status == "not checked" else 0.0
+    return every / 60, left / 60
+
+
 def survivors(by_module: dict[str, dict[str, str]]) -> list[str]:
     """Names of the surviving and untested mutants, by module."""
     return [name for statuses in by_module.values() for name, status in statuses.items()
@@ -117,6 +133,10 @@ def survivors(by_module: dict[str, dict[str, str]]) -> list[str]:
 
 def _checked(by_module: dict[str, dict[str, str]]) -> int:
     return sum(tally(statuses)["checked"] for statuses in by_module.values())
+
+
+def _unchecked(by_module: dict[str, dict[str, str]]) -> int:
+    return sum(tally(statuses)["mutants"] for statuses in by_module.values()) - _checked(by_module)
 
 
 def run_mutmut(patterns: Sequence[str], max_children: int) -> tuple[int, float]:
@@ -146,6 +166,10 @@ def main() -> None:
     if not by_module:
         sys.exit("no mutmut results in mutants/: run with --run first")
     print(table(by_module))
+    if (MUTANTS / "mutmut-stats.json").exists():
+        every, left = worst_case_minutes(by_module)
+        print(f"worst case (every mutant survives), serial test time: {every:.0f} min in all,"
+              f" {left:.0f} min for the {_unchecked(by_module)} mutants not checked yet")
     names = survivors(by_module)
     if args.survivors:
         print(f"\n{len(names)} surviving or untested mutants; the first {args.survivors}"
