@@ -63,6 +63,7 @@ class _Shape:
     heads: float  # query heads on this GPU
     kv_width: float  # kv_heads*head_dim on this GPU (K or V)
     size: int  # bytes per element
+    cp: int  # context-parallel ranks the sequence is split over
 
 
 def _shape(model: ModelSpec, dtype: str, b: int, s: int, tp: int, cp: int, sp: bool) -> _Shape:
@@ -73,7 +74,7 @@ def _shape(model: ModelSpec, dtype: str, b: int, s: int, tp: int, cp: int, sp: b
     tokens = b * s / cp
     kv_width = max(model.kv_heads / tp, 1.0) * model.head_dim  # KV heads replicate when tp > kv
     return _Shape(b, s, tokens, tokens / tp if sp else tokens, model.heads / tp, kv_width,
-                  bytes_per_element(dtype))
+                  bytes_per_element(dtype), cp)
 
 
 def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
@@ -85,9 +86,8 @@ def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Sha
     if flash:
         # Q read, O written (tokens x heads x hd); K and V for the whole sequence read
         nbytes = (2 * sh.tokens * sh.heads * hd + 2 * sh.batch * sh.seq * sh.kv_width) * sh.size
-        cp = round(sh.seq * sh.batch / sh.tokens)  # tokens = b*s/cp
         return [flash_attention_operator(acc, dtype, flops, nbytes, causal,
-                                         causal_cp_fraction(cp, balanced))]
+                                         causal_cp_fraction(sh.cp, balanced))]
     heads_batch = sh.batch * sh.heads
     scores = heads_batch * q * sh.seq  # elements of the score matrix on this GPU
     result = [gemm_operator(acc, dtype, "scores", (q, sh.seq, hd), heads_batch, weight=False),

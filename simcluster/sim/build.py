@@ -112,16 +112,14 @@ def _first_forward_gathers(s: Scenario, d: StageDurations, stage: int
                  for k, first in zip(chunks, starts, strict=True))
 
 
-def _prologue_s(d: StageDurations) -> float:
-    """The synchronous ZeRO-1/2 parameter gather before the stage's first op (0: none)."""
-    return d.gather.total_s if d.gather is not None and not d.gather.overlapped else 0.0
-
-
-def _gathers(s: Scenario, d: StageDurations, stage: int) -> tuple[float, int]:
-    """The overlapped ZeRO-1/2 parameter gathers issued at the step's start: (seconds, count)."""
-    if d.gather is None or not d.gather.overlapped:
-        return (0.0, 0)
-    return (d.gather.layer_s, sum(stage_chunks(s.parallelism, s.model.layers)[stage]))
+def _param_gathers(s: Scenario, d: StageDurations, stage: int) -> tuple[float, tuple[float, int]]:
+    """The stage's ZeRO-1/2 parameter gather as :class:`StagePlan` holds it: the synchronous
+    gather's seconds (0: none), and the overlapped per-layer gathers (seconds each, count)."""
+    if d.gather is None:
+        return 0.0, (0.0, 0)
+    if not d.gather.overlapped:
+        return d.gather.total_s, (0.0, 0)
+    return 0.0, (d.gather.layer_s, sum(stage_chunks(s.parallelism, s.model.layers)[stage]))
 
 
 def _stage_ops(s: Scenario, cls: ReplicaClass, stage: int, order: list[SchedOp],
@@ -188,8 +186,7 @@ def build_plan(s: Scenario, pert: Perturbations | None = None) -> StepPlan:
     stages = tuple(StagePlan(cls.name, i, _stage_ops(base, cls, i, orders[i], durs, variant,
                                                      releases[(id(cls), i)]),
                              durs[variant[(id(cls), i)]][i].optimizer_s / cls.local(i).speed,
-                             _prologue_s(durs[variant[(id(cls), i)]][i]),
-                             _gathers(base, durs[variant[(id(cls), i)]][i], i))
+                             *_param_gathers(base, durs[variant[(id(cls), i)]][i], i))
                    for cls in classes for i in range(s.parallelism.pp))
     return StepPlan(pp=s.parallelism.pp,
                     groups=tuple(GroupPlan(c.name, c.multiplicity) for c in classes),
