@@ -26,7 +26,7 @@ from simcluster.perf.compute import (
     optimizer_step_time_s,
 )
 from simcluster.perf.memory import grad_bytes_of
-from simcluster.perf.zero3 import copy_out_bytes
+from simcluster.perf.zero3 import copy_in_bytes, copy_out_bytes
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -94,25 +94,29 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
                         par.cp, par.sequence_parallel, par.recompute, ex.flash_attention,
                         par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance,
-                        copy_out_bytes(s))
+                        (copy_out_bytes(s), copy_in_bytes(s)))
 
 
 @memoised()
 def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
                  flash_attention: bool, ep: int, elementwise: str, host_op_s: float,
-                 cp_load_balance: bool, copy_bytes: float) -> LayerTimes:
+                 cp_load_balance: bool, copies: tuple[float, float]) -> LayerTimes:
     layer = layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
                         recompute, flash_attention, ep=ep, elementwise=elementwise,
                         host_op_s=host_op_s, cp_load_balance=cp_load_balance)
-    if copy_bytes == 0:
+    copy_out, copy_in = copies
+    if copy_out == 0 and copy_in == 0:
         return layer
-    # ZeRO-3's copy-out (perf/zero3.py): once before the forward, once before the backward (the
-    # recompute reuses the backward's gathered parameters)
-    copy = memory_operator(acc.value, "zero3_copy_out", copy_bytes, backward_factor=1.0)
-    return dataclasses.replace(layer, forward_s=layer.forward_s + copy.time_s,
-                               backward_s=layer.backward_s + copy.backward_s,
-                               operators=(*layer.operators, copy))
+    # FSDP2's copies (perf/zero3.py): the all-gather copy-out once before the forward and once
+    # before the backward (the recompute reuses the backward's gathered parameters); the
+    # reduce-scatter copy-in once after the backward
+    out = memory_operator(acc.value, "zero3_copy_out", copy_out, backward_factor=1.0)
+    into = dataclasses.replace(memory_operator(acc.value, "zero3_copy_in", copy_in,
+                                               backward_factor=1.0), time_s=0.0)
+    return dataclasses.replace(layer, forward_s=layer.forward_s + out.time_s,
+                               backward_s=layer.backward_s + out.backward_s + into.backward_s,
+                               operators=(*layer.operators, out, into))
 
 
 @memoised()

@@ -16,6 +16,8 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
    (the DP stream is serial, so the excess piles up). ZeRO-3 instead gathers and reduce-scatters
    layer by layer every micro-batch, hidden behind the layers' compute as far as prefetching
    allows (:mod:`.zero3`).
+   The DP and ZeRO collectives hidden behind the stage's own compute slow that compute by the
+   SMs their kernels hold (:mod:`.sm_share`; ``execution.comm_sms``), charged to compute.
 4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
 5. Slow GPUs (``perturbations.gpu_slowdown``, :mod:`.slowdown`): a slow GPU's TP group runs its
    compute (forward, backward, weight gradient, optimizer) at the GPU's speed; its communication
@@ -41,6 +43,7 @@ from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
 from simcluster.perf.param_gather import ParamGather, gather_exposed_s, gather_total_s, param_gather
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.slowdown import replica_stage_speeds
+from simcluster.perf.sm_share import comm_sm_share, contention_s
 from simcluster.perf.stage_work import layer_costs, optimizer_s
 from simcluster.perf.zero3 import zero3_layer, zero3_step_s
 from simcluster.spec.model import ModelSpec
@@ -183,21 +186,24 @@ def _gathers(s: Scenario, groups: comm_plan.Groups,
 
 
 def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTimes, ...],
-                  shapes: tuple[_Stage, ...]) -> tuple[float, float, float]:
-    """(exposed, total on the critical stage, hidden) data-parallel seconds."""
+                  shapes: tuple[_Stage, ...]) -> tuple[float, float, float, float]:
+    """(exposed, total on the critical stage, hidden, hidden behind the stage's own compute)
+    data-parallel seconds; what the drain or the wait for the first activation hides runs beside
+    an idle GPU, so only the last part takes SMs from compute (:mod:`.sm_share`)."""
     par = s.parallelism
     overlapped, gpipe = s.execution.overlap_grad_reduce, par.schedule == "gpipe"
     earlier = par.micro_batches - 1
     collectives = _dp_collectives_s(s, groups, shapes)
     gathers = _gathers(s, groups, shapes)
     chunks = stage_chunks(par, s.model.layers)
-    best = (0.0, 0.0, 0.0)
+    best = (0.0, 0.0, 0.0, 0.0)
     for i, (shape, st) in enumerate(zip(shapes, stages, strict=True)):
         final, scatter = collectives[shape.held]
         gather = gathers[(shape.held, shape.layers)]
         slack = i * st.backward_compute_s  # stage i ends its backward earlier by the drain
         overlap = st.backward_compute_s if overlapped else 0.0
         exposed = final - min(final, slack + overlap)
+        behind = min(final, slack + overlap) - min(final, slack)
         # ZeRO-2 (pp = 1): each earlier micro-batch's reduce-scatter runs behind the next one's
         # compute (only its backward under GPipe, whose forwards all come first) on the serial DP
         # stream; what outruns the compute is a backlog at the end.
@@ -205,12 +211,18 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTime
         if gpipe:
             window -= st.forward_compute_s + (st.tp_s + st.cp_s + st.ep_s) / 3
         exposed += earlier * max(0.0, scatter - window)
+        behind += earlier * min(scatter, window)
         total = final + earlier * scatter
         if gather is not None:  # after the optimizer step: nothing of this step hides it
-            exposed += gather_exposed_s(gather, chunks[i], st.forward_compute_s, i)
-            total += gather_total_s(gather, sum(chunks[i]))
+            gather_exposed = gather_exposed_s(gather, chunks[i], st.forward_compute_s, i)
+            gather_total = gather_total_s(gather, sum(chunks[i]))
+            exposed += gather_exposed
+            total += gather_total
+            if gather.overlapped:  # the part the wait for the first activation hides is idle
+                slack_f = i * st.forward_compute_s / len(chunks[i])
+                behind += max(0.0, gather_total - gather_exposed - slack_f)
         if i == 0 or exposed > best[0]:  # the first stage with the most exposed, as max() picks
-            best = (exposed, total, total - exposed)
+            best = (exposed, total, total - exposed, behind)
     return best
 
 
@@ -267,13 +279,14 @@ def _estimate(s: Scenario, speeds: tuple[float, ...]) -> StepEstimate:
     # gradients are reduce-scattered layer by layer (perf.zero3), not by the DP buckets.
     layer = zero3_layer(s, groups, stage_params(s.model, par, 0, s.model.layers).dense)
     if layer is None:
-        dp_exposed, dp_total, dp_hidden = _dp_exposed_s(s, groups, stages, shapes)
-    else:
+        dp_exposed, dp_total, dp_hidden, behind = _dp_exposed_s(s, groups, stages, shapes)
+    else:  # pp = 1: every hidden gather and reduce-scatter runs beside the layers' compute
         dp_exposed, dp_total = zero3_step_s(s, layer, crit.forward_compute_s,
                                             crit.backward_compute_s)
-        dp_hidden = dp_total - dp_exposed
+        dp_hidden = behind = dp_total - dp_exposed
     breakdown = TimeBreakdown(
-        compute=m * (crit.forward_compute_s + crit.backward_compute_s),
+        compute=m * (crit.forward_compute_s + crit.backward_compute_s)
+        + contention_s(comm_sm_share(s), behind),
         tp_comm=m * crit.tp_s, cp_comm=m * crit.cp_s, ep_comm=m * crit.ep_s,
         pp_comm=_pp_comm_s(s, groups), dp_comm=dp_exposed,
         bubble=_fill_drain_s(s, stages) if par.pp > 1 else 0.0,

@@ -57,16 +57,42 @@ def copy_out_bytes(s: Scenario) -> float:
     FSDP2 (per-parameter sharding) all-gathers a layer's shards into one flat buffer and then
     copies each parameter out of it (``foreach_all_gather_copy_out``, ``split_with_sizes_copy``:
     pytorch/pytorch#117950, #117203) on the compute stream, before the layer's forward and again
-    before its backward: one read and one write of the layer's unsharded 16-bit parameters. The
-    reduce-scatter's copy-in runs on its own stream (pytorch/pytorch#117975) and is not counted.
+    before its backward: one read and one write of the layer's unsharded 16-bit parameters.
     FSDP1's flat parameters and DeepSpeed use the gathered buffer in place
     (``execution.zero3_copy_out: false``).
     """
-    par = s.parallelism
-    if par.zero_stage < 3 or par.dp == 1 or not s.execution.zero3_copy_out:
+    if not _fsdp2_copies(s):
         return 0.0
-    per_layer = stage_params(s.model, par, 0, s.model.layers).dense / s.model.layers
-    return 2.0 * per_layer * ACT_BYTES[s.precision]
+    return 2.0 * _layer_params(s) * ACT_BYTES[s.precision]
+
+
+def copy_in_bytes(s: Scenario) -> float:
+    """Bytes one layer's reduce-scatter copy-in moves before the compute stream goes on (0 unless
+    FSDP2's copies apply, ``execution.zero3_copy_out``).
+
+    After a layer's backward FSDP2 copies its unsharded gradients into one flat reduce-scatter
+    input in the reduce dtype (``foreach_reduce_scatter_copy_in``, a ``torch.cat`` into the
+    buffer), on the reduce-scatter stream, and the compute stream waits for that copy before it
+    goes on (``current_stream.wait_event(copy_in_event)``: "Only after the copy-in finishes can we
+    free the gradients"; pytorch/pytorch@01d66d21 ``torch/distributed/_composable/fsdp/
+    _fsdp_collectives.py`` ``foreach_reduce_scatter``): one read of the 16-bit gradients and one
+    write in the reduce dtype (fp32 under torchtitan's ``mixed_precision_reduce``) per parameter
+    of the layer. The gradient pre-division on the same buffer is not counted (whether it runs
+    depends on the version's divide factors).
+    """
+    if not _fsdp2_copies(s):
+        return 0.0
+    return _layer_params(s) * (ACT_BYTES[s.precision] + grad_bytes_of(s))
+
+
+def _fsdp2_copies(s: Scenario) -> bool:
+    par = s.parallelism
+    return par.zero_stage >= 3 and par.dp > 1 and s.execution.zero3_copy_out
+
+
+def _layer_params(s: Scenario) -> float:
+    """Unsharded parameters of one layer (the stage's dense parameters spread over the layers)."""
+    return stage_params(s.model, s.parallelism, 0, s.model.layers).dense / s.model.layers
 
 
 def pass_exposed_s(layers: int, before_s: float, compute_s: float, after_s: float,

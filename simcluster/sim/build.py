@@ -12,6 +12,7 @@ gradient op also releases its micro-batch's reduce-scatter.
 from __future__ import annotations
 
 from simcluster.perf.memory import stage_chunks
+from simcluster.perf.sm_share import comm_sm_share
 from simcluster.sim.durations import Parts, StageDurations, degraded, stage_durations
 from simcluster.sim.perturb import Perturbations, ReplicaClass, replica_classes, uniform_link_factors
 from simcluster.sim.plan import GroupPlan, MsgKey, Op, Send, StagePlan, StepPlan, Zero3Pass
@@ -191,7 +192,7 @@ def build_plan(s: Scenario, pert: Perturbations | None = None) -> StepPlan:
     return StepPlan(pp=s.parallelism.pp,
                     groups=tuple(GroupPlan(c.name, c.multiplicity) for c in classes),
                     stages=stages, dp_buckets=_dp_buckets(par.pp, classes, releases),
-                    link_capacity={})
+                    link_capacity={}, comm_sm_share=comm_sm_share(s))
 
 
 def _dp_buckets(pp: int, classes: tuple[ReplicaClass, ...],

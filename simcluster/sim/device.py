@@ -18,6 +18,7 @@ from typing import Any
 import simpy
 
 from simcluster.observe.records import OpRecord
+from simcluster.sim.commclock import MAX_EXTENSIONS, CommClock, extension_s
 from simcluster.sim.engine import fire, timeout
 from simcluster.sim.network import Network
 from simcluster.sim.plan import (
@@ -55,6 +56,8 @@ class Fabric:
         self.expected = len(plan.stages)
         self.arrivals: list[tuple[float, int, int]] = []  # (time, group, stage)
         self.barrier = env.event()
+        self.share = plan.comm_sm_share
+        self.stage_clocks = [CommClock() for _ in range(plan.pp)]  # each stage's DP buckets
 
     def record(self, group: str, stage: int, stream: str, name: str, category: str,
                start_s: float, parts: tuple[tuple[str, float], ...], gate: int) -> int:
@@ -103,6 +106,13 @@ class Device:
         self.last = -1  # eid of the last record on the compute stream
         self._links: dict[int, tuple[str, str]] = {}  # send destination -> (out, in) links
         self.param_gathers: list[simpy.Process] = []  # issued at the step's start (ZeRO-1/2)
+        self.clock = CommClock()  # this GPU's own ZeRO gathers and reduce-scatters
+        self._stage_clock = fabric.stage_clocks[plan.stage]
+
+    def busy(self, now: float) -> float:
+        """Seconds so far with a collective of this GPU in flight (its own and its stage's DP
+        buckets; :mod:`.commclock`)."""
+        return self.clock.busy(now) + self._stage_clock.busy(now)
 
     def _book(self, name: str, category: str, start_s: float,
               parts: tuple[tuple[str, float], ...], gate: int) -> None:
@@ -132,9 +142,11 @@ class Device:
                 yield from self._await(gathers[k], f"wait all-gather {op.name} L{k}")
             if z.prefetch and k + 1 < n:
                 issue[k + 1].succeed()
-            start = env.now
+            start, busy0 = env.now, self.busy(env.now)
             yield env.timeout(op.duration_s / n)
-            self._book(f"{op.name} L{k}", "compute", start, parts, self.last)
+            extra = yield from self._beside_collectives(busy0)
+            self._book(f"{op.name} L{k}", "compute", start,
+                       (*parts, ("compute", extra)) if extra else parts, self.last)
             if z.scatter_s > 0:
                 scatter = env.process(self._zero3("dp-rs", f"reduce-scatter {op.name} L{k}",
                                                   z.scatter_s, scatter))
@@ -145,6 +157,20 @@ class Device:
         if scatter is not None:
             yield from self._await(scatter, f"wait reduce-scatter {op.name}")
 
+    def _beside_collectives(self, busy0: float) -> Generator[simpy.Event, Any, float]:
+        """Run a compute op that started with :meth:`busy` at ``busy0`` on past its nominal end
+        for the SMs the collectives it overlapped held (:mod:`.commclock`); the extra seconds."""
+        share, env, extra = self.fabric.share, self.env, 0.0
+        if share <= 0:
+            return extra
+        for _ in range(MAX_EXTENSIONS):
+            owed = extension_s(share, self.busy(env.now) - busy0, extra)
+            if not owed:
+                break
+            yield env.timeout(owed)
+            extra += owed
+        return extra
+
     def _zero3(self, stream: str, name: str, work_s: float,
                after: simpy.Event | None) -> Generator[simpy.Event, Any, int]:
         """One ZeRO-3 collective on this stage's links once ``after`` has happened; its eid."""
@@ -152,7 +178,9 @@ class Device:
             yield after
         start, gate = self.env.now, self.last  # the compute stream's last record before it
         links = (out_link(self.group, self.stage), in_link(self.group, self.stage))
+        self.clock.start(start)
         yield self.fabric.network.transfer(name, links, work_s)
+        self.clock.stop(self.env.now)
         return self.fabric.record(self.group, self.stage, stream, name, "dp_comm", start,
                                   (("dp_comm", work_s),), gate)
 

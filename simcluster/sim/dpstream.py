@@ -71,6 +71,7 @@ class DpStream:
     def _go(self, _: simpy.Event) -> None:
         """Every class produced the bucket: start its collective on the stage's links."""
         self._start = self._env._now
+        self._fabric.stage_clocks[self._stage].start(self._start)
         done = self._fabric.network.transfer(f"bucket {self._bucket}", self._links,
                                              self._works[self._bucket])
         done.callbacks.append(self._done)
@@ -78,6 +79,7 @@ class DpStream:
     def _done(self, ev: simpy.Event) -> None:
         gate = max([self._last, *(int(r._value) for r in self._ready)])
         stage = self._stage
+        self._fabric.stage_clocks[stage].stop(self._env._now)
         self._last = self._fabric.record("all", stage, "dp", f"{ev._value.name} s{stage}",
                                          "dp_comm", self._start,
                                          (("dp_comm", self._works[self._bucket]),), gate)

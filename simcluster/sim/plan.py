@@ -128,6 +128,9 @@ class StepPlan:
         idle links (one collective joining every replica class; empty when dp = 1).
     link_capacity : dict[str, float]
         Link -> speed over nominal (1.0 when absent).
+    comm_sm_share : float
+        Share of a GPU's SMs an in-flight collective holds (:mod:`simcluster.perf.sm_share`);
+        compute beside DP and ZeRO collectives runs on for this share of the overlap (0: none).
     """
 
     pp: int
@@ -135,6 +138,7 @@ class StepPlan:
     stages: tuple[StagePlan, ...]
     dp_buckets: tuple[tuple[float, ...], ...]
     link_capacity: dict[str, float]
+    comm_sm_share: float = 0.0
 
     def stage(self, group: int, stage: int) -> StagePlan:
         """The plan of ``stage`` in replica class ``group``."""

@@ -24,6 +24,7 @@ import simpy
 from simpy.events import PENDING, URGENT
 
 from simcluster.errors import InvariantError
+from simcluster.sim.commclock import MAX_EXTENSIONS, extension_s
 from simcluster.sim.device import Device
 from simcluster.sim.engine import fire, pending, wake
 from simcluster.sim.plan import Op, StagePlan, in_link, out_link
@@ -32,9 +33,9 @@ from simcluster.sim.plan import Op, StagePlan, in_link, out_link
 class ComputeStream:
     """One (replica class, stage) compute stream; :meth:`start` schedules its first step."""
 
-    __slots__ = ("_bucket", "_dev", "_done_s", "_env", "_fabric", "_gathers", "_gen", "_index",
-                 "_links", "_msgs", "_ops", "_optimizer_s", "_prologue_s", "_start", "_then",
-                 "finished")
+    __slots__ = ("_bucket", "_busy0", "_dev", "_done_s", "_env", "_extra", "_fabric", "_gathers",
+                 "_gen", "_index", "_links", "_msgs", "_ops", "_optimizer_s", "_passes",
+                 "_prologue_s", "_share", "_start", "_then", "finished")
 
     def __init__(self, env: simpy.Environment, dev: Device, plan: StagePlan) -> None:
         self._env = env
@@ -53,6 +54,12 @@ class ComputeStream:
         self.finished = False
         self._bucket = 0  # of a bucketed op: the next bucket, and the op's seconds done
         self._done_s = 0.0
+        # the SMs collectives beside an op take (commclock): the clocks at its start, the
+        # seconds it has run past its nominal end, and how many times it has extended
+        self._share = self._fabric.share
+        self._busy0 = 0.0
+        self._extra = 0.0
+        self._passes = 0
 
     def start(self) -> None:
         """Schedule the stream's start: an URGENT event now, as ``env.process`` does."""
@@ -107,6 +114,10 @@ class ComputeStream:
             self._delegate(self._dev.run_layers(op, op.zero3), self._after_compute)
             return
         self._start = self._env._now
+        if self._share > 0:
+            self._busy0, self._extra, self._passes = self._dev.busy(self._start), 0.0, 0
+        else:
+            self._extra = 0.0
         if op.buckets:
             self._bucket, self._done_s = 0, 0.0
             self._bucket_step(op)
@@ -121,8 +132,24 @@ class ComputeStream:
         else:
             wake(self._env, op.duration_s - self._done_s, self._computed)
 
+    def _run_on(self, callback: Callable[[simpy.Event], None]) -> bool:
+        """Whether the op still owes time for the SMs the collectives beside it held; if so, wake
+        ``callback`` again after it (at most :data:`MAX_EXTENSIONS` times per call site)."""
+        if self._share <= 0:
+            return False
+        owed = extension_s(self._share, self._dev.busy(self._env._now) - self._busy0, self._extra)
+        if not owed or self._passes >= MAX_EXTENSIONS:
+            self._passes = 0
+            return False
+        self._extra += owed
+        self._passes += 1
+        wake(self._env, owed, callback)
+        return True
+
     def _bucket_ready(self, _: simpy.Event) -> None:
         """A DP bucket of the op is produced: mark it ready with the stream's last record."""
+        if self._run_on(self._bucket_ready):
+            return
         dev = self._dev
         op = self._ops[self._index]
         bucket, fraction = op.buckets[self._bucket]
@@ -132,10 +159,13 @@ class ComputeStream:
         self._bucket_step(op)
 
     def _computed(self, _: simpy.Event) -> None:
+        if self._run_on(self._computed):
+            return
         dev = self._dev
         op = self._ops[self._index]
+        parts = (*op.parts, ("compute", self._extra)) if self._extra else op.parts
         dev.last = self._fabric.record(dev.group, dev.stage, "compute", op.name, "compute",
-                                       self._start, op.parts, dev.last)
+                                       self._start, parts, dev.last)
         self._after_compute()
 
     def _after_compute(self) -> None:

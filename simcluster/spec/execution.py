@@ -68,6 +68,11 @@ class ExecutionSpec:
         doc="TP all-gathers and reduce-scatters overlapped with their GEMMs (Transformer Engine "
         "userbuffers, --tp-comm-overlap; needs sequence_parallel): bulk (backward reduce-scatter "
         "beside the weight-gradient GEMM) or pipelined (every pair, chunked); none: exposed")
+    comm_sms: int | None = spec_field(
+        None, ge=0, le=1024, doc="SMs a DP or ZeRO collective's kernel holds while it runs beside "
+        "compute, which slows that compute by comm_sms / accelerator.sms of the overlap (NCCL: one "
+        "CTA per channel); null: NCCL's channels, 2 per NIC of the node (16 on 8-NIC nodes), 2 to "
+        "32; 0: no contention. docs/des.md")
     host_op_s: float = spec_field(
         0.0, unit="us", ge=0, le=10_000, doc="host time per modelled layer operator and pass "
         "(Python, dispatch, launch of its kernels): a layer pass takes at least its operators "

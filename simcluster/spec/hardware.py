@@ -124,6 +124,9 @@ class AcceleratorSpec:
         Achievable fraction of memory bandwidth for streaming (memory-bound) kernels.
     attention_efficiency, attention_backward_efficiency : float
         Flash-attention forward and backward rates over the best-shape matmul rate.
+    sms : int
+        Streaming multiprocessors; the share a collective's kernel takes from compute running
+        beside it is ``execution.comm_sms / sms`` (0: unknown, no contention).
     """
 
     name: str = spec_field("custom")
@@ -141,6 +144,9 @@ class AcceleratorSpec:
         0.70, gt=0, le=1, doc="fused (flash) attention forward rate over the best-shape matmul rate")
     attention_backward_efficiency: float = spec_field(
         0.60, gt=0, le=1, doc="fused attention backward rate over the best-shape matmul rate")
+    sms: int = spec_field(
+        0, ge=0, le=4096, doc="streaming multiprocessors (compute units), from the architecture "
+        "whitepaper; 0: unknown, and collectives running beside compute take none of it")
     tdp_W: float = spec_field(0.0, unit="W", ge=0)
     price: AcceleratorPriceSpec | None = spec_field(None)
 
@@ -150,6 +156,9 @@ class AcceleratorSpec:
         for dtype in self.matmul_efficiency:
             if dtype not in self.peak_flops_per_s:
                 raise SpecError(f"matmul_efficiency.{dtype}", "has no peak_TFLOPS entry")
+        if self.sms and self.gemm_tiles is not None and self.gemm_tiles.sms != self.sms:
+            raise SpecError("gemm_tiles.sms", f"{self.gemm_tiles.sms} differs from the "
+                            f"accelerator's sms {self.sms}")
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype`` (``SpecError`` when the chip lacks it)."""

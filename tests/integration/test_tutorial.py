@@ -27,23 +27,23 @@ BIN = Path(sys.executable).parent
 INSTALL = ("python3 -m venv .venv", ". .venv/bin/activate", "pip install -e '.[plots]'")
 #: Command prefix -> strings the text quotes from its output (each must be in both).
 QUOTED: dict[str, tuple[str, ...]] = {
-    "simcluster run scenarios/plan-10b-300b.yaml": ("14.45 s", "47.87 days", "30,651", "287,936"),
-    "simcluster sweep scenarios/plan-10b-300b.yaml": ("60.28", "19,299", "143,968", "56.06", "23,002",
-                                                      "398,000", "19.91", "93,967"),
+    "simcluster run scenarios/plan-10b-300b.yaml": ("14.46 s", "47.89 days", "30,666", "287,936"),
+    "simcluster sweep scenarios/plan-10b-300b.yaml": ("60.88", "19,494", "143,968", "57.67", "23,660",
+                                                      "398,000", "20.18", "95,227"),
     "python analysis/plot_planning.py": ("planning.png",),
     "simcluster sweep scenarios/gpt3-175b-1024xa100.yaml --top 10": (
-        "tp8 pp8 dp16 mb1 interleaved/4 none sp z1", "18.13", "0.5847", "35.58", "328", "108",
+        "tp8 pp8 dp16 mb1 interleaved/4 none sp z1", "18.29", "0.5793", "35.58", "328", "108",
         "467.0 GiB"),
     "simcluster sweep scenarios/gpt3-175b-1024xa100.yaml --top 3": (
-        "tp8 pp16 dp8 mb1 interleaved/3 none sp z1", "18.76", "29.17"),
-    "simcluster run scenarios/gpt3-175b-1024xa100.yaml": ("75.8%", "18.0%", "3.6%", "0.7028", "0.5548"),
+        "tp8 pp16 dp8 mb1 zb-h1 none sp z1", "18.76", "25.6"),
+    "simcluster run scenarios/gpt3-175b-1024xa100.yaml": ("75.6%", "17.8%", "4.1%", "0.7028", "0.5614"),
     "simcluster reliability scenarios/1k-h100-reliability.yaml --fast --replicas 100": (
-        "98.74%", "23.99", "23.69", "7.24", "39.4%", "21.5%", "22.9 min", "22.1 min"),
+        "98.75%", "24.04", "23.74", "7.21", "38.9%", "21.7%", "21.9 min", "22.1 min"),
     "simcluster reliability scenarios/1k-h100-reliability.yaml --fast --replicas 50": ("0.9857",),
     "simcluster sweep scenarios/1k-h100-reliability.yaml --layouts fixed --goodput 6": (
         "0.9921", "0.9879", "0.986"),
     "simcluster sweep scenarios/1k-h100-reliability.yaml --layouts fixed --goodput 3": (
-        "0.9579", "24.73", "0.9883", "23.97", "0.9889"),
+        "0.9578", "24.79", "0.9883", "24.02", "0.989"),
 }
 
 pytestmark = pytest.mark.slow

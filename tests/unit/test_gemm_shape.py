@@ -174,7 +174,7 @@ def test_one_tile_past_a_full_wave_never_raises_efficiency(tiles: GemmTileSpec, 
 def test_rate_is_anchored_and_scales_with_efficiency(tiles: GemmTileSpec, m: int, n: int,
                                                      k: int) -> None:
     """rate / (peak * eff) = tile_efficiency / tile_efficiency(reference)."""
-    acc = dataclasses.replace(H100, gemm_tiles=tiles)
+    acc = dataclasses.replace(H100, gemm_tiles=tiles, sms=tiles.sms)
     rate = roofline.achievable_matmul_flops_per_s(acc, "bf16", m, n, k)
     expected = roofline.tile_efficiency(tiles, m, n, k) / roofline.reference_tile_efficiency(tiles)
     assert math.isclose(rate / (989e12 * 0.803), expected, rel_tol=1e-12)

@@ -7,6 +7,7 @@ engine's simulated share); each figure script writes its PNGs on small inputs.
 
 from __future__ import annotations
 
+import csv
 import math
 import re
 import subprocess
@@ -104,3 +105,37 @@ def test_figure_script_writes_its_pngs(tmp_path: Path, script: str, args: tuple[
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert png.stat().st_size > 10_000
     assert list(tmp_path.glob("*.csv"))
+
+
+def _figure_csv(name: str) -> list[dict[str, str]]:
+    with (ROOT / "docs" / "img" / f"{name}.csv").open(encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _row(text: str, start: str) -> str:
+    rows = [line for line in text.splitlines() if line.startswith(start)]
+    assert len(rows) == 1, f"docs/seeds.md has {len(rows)} rows starting {start!r}"
+    return rows[0]
+
+
+def test_seeds_doc_quotes_the_committed_figures() -> None:
+    """docs/seeds.md says its numbers are those of the committed figures: the CSVs beside them
+    (written by ``python analysis/make_figures.py``) hold each quoted value at its precision."""
+    text = (ROOT / "docs" / "seeds.md").read_text(encoding="utf-8")
+    boxes = {r["option"]: r for r in _figure_csv("seed-10b-boxes")}
+    for option, row in (("4x3090ti-nvlink", "| 4x 3090 Ti, NVLink |"),
+                        ("2x3090ti-nvlink", "| 2x 3090 Ti"), ("dgx-a100", "| DGX A100 80GB"),
+                        ("rented-a100-40gb", "| DGX A100 40GB"), ("rented-h100", "| DGX H100")):
+        line = _row(text, row)
+        assert f"| {float(boxes[option]['time_to_train_days']):.2f} |" in line, option
+        assert f"| {float(boxes[option]['cost_usd']):,.0f} |" in line, option
+    for r in _figure_csv("seed-checkpoint-modes"):
+        line = _row(text, f"| {r['option']} |")
+        assert f"| {float(r['goodput']):.4f} | {float(r['goodput_time_to_train_days']):.2f} |" in line
+    for r in _figure_csv("seed-comm-share"):
+        assert f"{100 * float(r['comm_share']):.1f}%" in text, r
+    for r in _figure_csv("seed-degraded-steps"):
+        assert f"{float(r['step_time_s']):.2f}" in text, r["case"]
+    for r in _figure_csv("seed-straggler-detect"):
+        assert f"{100 * float(r['goodput']):.1f}%" in text, r["straggler_detect_s"]
+

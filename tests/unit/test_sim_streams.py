@@ -17,6 +17,7 @@ import simpy
 
 from simcluster.sim.build import build_plan, uniform_plan
 from simcluster.sim.cluster import build, run_plan
+from simcluster.sim.commclock import MAX_EXTENSIONS, TOLERANCE_S
 from simcluster.sim.device import Device, Fabric
 from simcluster.sim.engine import drain, fire, wake
 from simcluster.sim.perturb import GpuSlowdown, LinkDegradation, Perturbations
@@ -32,6 +33,17 @@ def _msg(fabric: Fabric, group: str, key: MsgKey) -> simpy.Event:
     if key not in msgs:
         msgs[key] = fabric.env.event()
     return msgs[key]
+
+
+def _run_on(env: simpy.Environment, dev: Device, busy0: float, extra: list[float]) -> Proc:
+    """Extend the running op for the collectives it overlapped so far (``extra[0]``: the seconds
+    it has run past its nominal progress)."""
+    for _ in range(MAX_EXTENSIONS):
+        owed = dev.fabric.share * (dev.busy(env.now) - busy0) - extra[0]
+        if owed <= TOLERANCE_S:
+            return
+        yield env.timeout(owed)
+        extra[0] += owed
 
 
 def _ref_compute(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc:
@@ -55,14 +67,19 @@ def _ref_compute(env: simpy.Environment, dev: Device, plan: StagePlan) -> Proc:
         if op.zero3 is not None:
             yield from dev.run_layers(op, op.zero3)
         else:
-            start, done = env.now, 0.0
+            start, done, busy0 = env.now, 0.0, dev.busy(env.now)
+            extra = [0.0]  # the SMs the collectives beside the op held (sim/commclock.py)
             for bucket, fraction in op.buckets:
                 yield env.timeout(max(fraction * op.duration_s - done, 0.0))
+                yield from _run_on(env, dev, busy0, extra)
                 done = max(done, fraction * op.duration_s)
                 fabric.event("ready", dev.group_index, dev.stage, bucket).succeed(dev.last)
             yield env.timeout(op.duration_s - done)
+            yield from _run_on(env, dev, busy0, extra)
+            extra_s = extra[0]
             dev.last = fabric.record(dev.group, dev.stage, "compute", op.name, "compute", start,
-                                     op.parts, dev.last)
+                                     (*op.parts, ("compute", extra_s)) if extra_s else op.parts,
+                                     dev.last)
         if op.send is not None:
             start = env.now
             links = (out_link(dev.group, dev.stage), in_link(dev.group, op.send.dst))
@@ -82,7 +99,9 @@ def _ref_dp(env: simpy.Environment, fabric: Fabric, stage: int) -> Proc:
         yield env.all_of(ready)
         start = env.now
         gate = max([last, *(int(ev.value) for ev in ready)])
+        fabric.stage_clocks[stage].start(start)
         done = yield fabric.network.transfer(f"bucket {bucket}", fabric.dp_links(stage), work)
+        fabric.stage_clocks[stage].stop(env.now)
         last = fabric.record("all", stage, "dp", f"{done.name} s{stage}", "dp_comm", start,
                              (("dp_comm", work),), gate)
     fire(fabric.event("dp_done", stage), last)

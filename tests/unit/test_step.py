@@ -140,8 +140,9 @@ def test_context_parallel_ring_hides_behind_attention_only_at_long_sequences() -
 
 def test_unfused_grad_accumulation_costs_one_pass_per_micro_batch() -> None:
     # pp = 1: the only stage holds every parameter; each of m micro-batches adds one pass.
+    # comm_sms 0: the DP reduction's SMs (test_sm_share.py) would add to compute too
     over = ["parallelism.pp=1", "parallelism.schedule=1f1b", "parallelism.virtual_stages=1",
-            "model.layers=8", "parallelism.tp=8"]
+            "model.layers=8", "parallelism.tp=8", "execution.comm_sms=0"]
     fused = load_scenario(GPT3, over)
     unfused = load_scenario(GPT3, [*over, "execution.grad_accumulation_fusion=false"])
     # By hand: 8 layers of GPT-3's h = 12288 split over t = 8 ((12h^2 + 9h)/8 + 4h per layer:

@@ -1,15 +1,17 @@
-"""FSDP2's all-gather copy-out (``execution.zero3_copy_out``): one read and one write of a layer's
-unsharded 16-bit parameters on the compute stream before its forward and before its backward
-(pytorch/pytorch#117950, #117203). Oracle: Llama 2 13B's layer parameters counted by hand from its
-shape (Touvron et al. 2023: hidden 5120, FFN 13824, 40 heads) at the A100 80GB's measured HBM rate
-(2039 GB/s x 0.79, docs/catalog.md)."""
+"""FSDP2's copies (``execution.zero3_copy_out``): the all-gather copy-out, one read and one write
+of a layer's unsharded 16-bit parameters on the compute stream before its forward and before its
+backward (pytorch/pytorch#117950, #117203), and the reduce-scatter copy-in after its backward, one
+read of the 16-bit gradients and one write in the fp32 reduce dtype, which the compute stream waits
+for (pytorch/pytorch@01d66d21 ``foreach_reduce_scatter``). Oracle: Llama 2 13B's layer parameters
+counted by hand from its shape (Touvron et al. 2023: hidden 5120, FFN 13824, 40 heads) at the A100
+80GB's measured HBM rate (2039 GB/s x 0.79, docs/catalog.md)."""
 
 from __future__ import annotations
 
 import pytest
 
 from simcluster.perf.stage_work import scenario_layer_times
-from simcluster.perf.zero3 import copy_out_bytes
+from simcluster.perf.zero3 import copy_in_bytes, copy_out_bytes
 from simcluster.run.single import simulate
 from simcluster.spec import Scenario, load_scenario
 from tests.validation.torchtitan import LLAMA2_13B
@@ -33,16 +35,21 @@ def test_copy_out_moves_the_layer_parameters_twice() -> None:
     layer += (2 * vocab * h + h) / layers
     expected_bytes = 2 * layer * 2  # read + write, bf16
     assert copy_out_bytes(_scenario(True)) == pytest.approx(expected_bytes, rel=1e-9)
-    seconds = expected_bytes / (2039e9 * 0.79)  # 0.79 ms
+    copy_in = layer * (2 + 4)  # bf16 gradients read, fp32 reduce-scatter input written
+    assert copy_in_bytes(_scenario(True)) == pytest.approx(copy_in, rel=1e-9)
+    seconds = expected_bytes / (2039e9 * 0.79)  # 0.81 ms
     on, off = scenario_layer_times(_scenario(True)), scenario_layer_times(_scenario(False))
     assert on.forward_s - off.forward_s == pytest.approx(seconds, rel=1e-9)
-    assert on.backward_s - off.backward_s == pytest.approx(seconds, rel=1e-9)
+    assert on.backward_s - off.backward_s == pytest.approx(
+        seconds + copy_in / (2039e9 * 0.79), rel=1e-9)  # 0.81 + 1.21 ms
     assert on.recompute_s == off.recompute_s  # the recompute reuses the gathered parameters
 
 
 def test_no_copy_out_without_a_zero3_gather() -> None:
     assert copy_out_bytes(_scenario(True, zero=1)) == 0.0
     assert copy_out_bytes(_scenario(False)) == 0.0
+    assert copy_in_bytes(_scenario(True, zero=1)) == 0.0
+    assert copy_in_bytes(_scenario(False)) == 0.0
     one_rank = load_scenario({
         "name": "fsdp-1", "model": LLAMA2_13B, "precision": "bf16",
         "execution": {"stack": "fsdp2-eager"}, "cluster": {"topology": "dgx-a100-80gb", "nodes": 1},

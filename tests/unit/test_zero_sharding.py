@@ -97,7 +97,8 @@ def _compute_bound(zero_stage: int = 3, overlap: bool = True, batch: int = 64) -
     return load_scenario({
         "name": "wide", "model": model, "precision": "bf16",
         "cluster": {"topology": "dgx-a100-80gb", "nodes": 2},
-        "execution": {"overlap_grad_reduce": overlap},
+        # comm_sms 0: the SMs the collectives take are tested apart (test_sm_share.py)
+        "execution": {"overlap_grad_reduce": overlap, "comm_sms": 0},
         "parallelism": {"tp": 1, "pp": 1, "global_batch": batch, "micro_batch": 4,
                         "zero_stage": zero_stage}})
 
@@ -141,7 +142,9 @@ def test_zero3_records_chain_back_to_the_start(prefetch: bool) -> None:
 
 
 def _zero2_pair(**kwargs: Any) -> tuple[Scenario, Scenario]:
-    z1, z2 = (tiny(tp=1, pp=1, zero_stage=z, execution={"overlap_grad_reduce": False}, **kwargs)
+    # comm_sms 0: the SMs the collectives take are tested apart (test_sm_share.py)
+    z1, z2 = (tiny(tp=1, pp=1, zero_stage=z, execution={"overlap_grad_reduce": False,
+                                                        "comm_sms": 0}, **kwargs)
               for z in (1, 2))
     return z1, z2
 
