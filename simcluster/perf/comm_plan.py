@@ -75,7 +75,8 @@ def tp_layer_comm_s(s: Scenario, g: Groups, layer: LayerTimes | None = None
         gather = collective_time("all_gather", size, g.tp).time_s
         scatter = collective_time("reduce_scatter", size, g.tp).time_s
         if mode != "none" and layer is not None:
-            forward, backward = overlapped_layer_s(mode, s.parallelism.tp, gather, scatter, layer)
+            forward, backward = overlapped_layer_s(mode, s.parallelism.tp, gather, scatter, layer,
+                                                   s.cluster.topology.accelerator.sms)
             recompute = forward if s.parallelism.recompute == "full" else 0.0
             return forward, backward + recompute
         one = gather + scatter

@@ -19,9 +19,17 @@ userbuffers configurations, e.g. ``qkv_fprop``/``fc1_fprop``/``proj_dgrad``/``fc
 
 ``tp_comm_overlap: bulk`` overlaps only the bulk pairs (the backward reduce-scatter);
 ``pipelined`` overlaps every pair. Without sequence parallelism (all-reduces) Transformer Engine
-does not overlap, and neither does this model. Left out (stated): the SMs the communication kernels
-take from the GEMMs (2 to 24 of 132 in those configurations), which makes this optimistic by a few
-percent of the overlapped GEMM time.
+does not overlap, and neither does this model.
+
+The communication kernels take SMs from the GEMMs (``sms``: the accelerator's count), as
+Megatron-Bridge's H100 bf16 GPT-3 175B configuration (``userbuffers_bf16_h100_h12288_tp4_mbs1_
+seqlen2048``, ``megatron/bridge/training/comm_overlap.py``) sets them: the projection's pipelined
+reduce-scatter holds 24 SMs with ``set_sm_margin`` (its GEMM is launched on the other ``S - 24``
+for its whole run: ``x 24 / (S - 24)``), the MLP's ring-exchange reduce-scatter 1 with the margin,
+and the bulk reduce-scatters beside the weight-gradient GEMMs (``qkv_wgrad``, ``fc1_wgrad``) 4
+without it (``4 / S`` of the time they overlap). The ring-exchange all-gathers copy with the copy
+engines (Transformer Engine's ``initialize_ub``: ``add_ub(..., use_ce=True)`` by default) and take
+none. The SM cost is booked with the exposed TP time it comes from.
 """
 
 from __future__ import annotations
@@ -31,10 +39,16 @@ from dataclasses import dataclass
 from simcluster.perf.roofline import LayerTimes, OperatorTime
 from simcluster.spec.execution import TP_OVERLAP_MODES
 
-__all__ = ["PIPELINE_SPLITS", "TP_OVERLAP_MODES", "BlockGemms", "blocks", "exposed_bulk",
-           "exposed_pipelined", "overlapped_layer_s"]
+__all__ = ["BULK_SMS", "PIPELINE_SPLITS", "ROW_MARGIN_SMS", "TP_OVERLAP_MODES", "BlockGemms",
+           "blocks", "exposed_bulk", "exposed_pipelined", "margin_s", "overlapped_layer_s"]
 #: Chunks of a pipelined reduce-scatter (``num_splits: 4`` in the userbuffers configurations).
 PIPELINE_SPLITS = 4
+#: Megatron-Bridge ``userbuffers_bf16_h100_h12288_tp4_mbs1_seqlen2048``: SMs the row-parallel
+#: GEMMs give up to the forward reduce-scatter (``set_sm_margin``), attention then MLP
+#: (``proj_fprop`` pipeline ``num_sm=24``, ``fc2_fprop`` ring exchange ``num_sm=1``).
+ROW_MARGIN_SMS = (24, 1)
+#: SMs of a bulk reduce-scatter beside a weight-gradient GEMM (``qkv_wgrad``, ``fc1_wgrad``: 4).
+BULK_SMS = 4
 
 
 def exposed_pipelined(comm_s: float, gemm_s: float, chunks: int) -> float:
@@ -74,20 +88,28 @@ def blocks(layer: LayerTimes) -> tuple[BlockGemms, BlockGemms]:
 
 
 def overlapped_layer_s(mode: str, tp: int, gather_s: float, scatter_s: float,
-                       layer: LayerTimes) -> tuple[float, float]:
-    """Exposed (forward, backward) TP seconds of one layer with ``mode`` overlap (SP).
+                       layer: LayerTimes, sms: int = 0) -> tuple[float, float]:
+    """Exposed (forward, backward) TP seconds of one layer with ``mode`` overlap (SP), with the
+    SMs the overlap's kernels take from the GEMMs on an ``sms``-SM GPU (0: not counted).
 
     ``gather_s`` and ``scatter_s`` are one all-gather and one reduce-scatter of the block's
     activations; each sub-block runs one of each way.
     """
     forward = backward = 0.0
-    for b in blocks(layer):
+    for b, margin in zip(blocks(layer), ROW_MARGIN_SMS, strict=True):
         if mode == "pipelined":
             forward += (exposed_pipelined(gather_s, b.column_fwd, tp)
-                        + exposed_pipelined(scatter_s, b.row_fwd, PIPELINE_SPLITS))
+                        + exposed_pipelined(scatter_s, b.row_fwd, PIPELINE_SPLITS)
+                        + margin_s(b.row_fwd, margin, sms))
             backward += exposed_pipelined(gather_s, b.row_dgrad, tp)
         else:
             forward += gather_s + scatter_s
             backward += gather_s
-        backward += exposed_bulk(scatter_s, b.column_wgrad)
+        bulk = exposed_bulk(scatter_s, b.column_wgrad)
+        backward += bulk + ((scatter_s - bulk) * BULK_SMS / sms if sms > BULK_SMS else 0.0)
     return forward, backward
+
+
+def margin_s(gemm_s: float, margin: int, sms: int) -> float:
+    """Extra seconds of a GEMM launched on ``sms - margin`` of ``sms`` SMs (0 when unknown)."""
+    return gemm_s * margin / (sms - margin) if sms > margin else 0.0

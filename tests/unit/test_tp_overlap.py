@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,6 +15,7 @@ from simcluster.perf.tp_overlap import (
     blocks,
     exposed_bulk,
     exposed_pipelined,
+    margin_s,
     overlapped_layer_s,
 )
 from simcluster.run.single import simulate
@@ -80,3 +83,32 @@ def test_both_engines_see_the_overlap() -> None:
                         engine=engine).to_dict()
         assert over["time_breakdown_s"]["tp_comm"] < base["time_breakdown_s"]["tp_comm"]
         assert over["iteration_time_s"] < base["iteration_time_s"]
+
+
+def test_overlap_kernels_take_their_sms_from_the_gemms() -> None:
+    """Megatron-Bridge's H100 configuration (simcluster/perf/tp_overlap.py): the projection's
+    pipelined reduce-scatter keeps 24 of the H100's 132 SMs from its GEMM for the GEMM's whole run
+    (24/108 more time), the MLP's 1 (1/131), and the bulk reduce-scatters 4 of 132 while they hide
+    beside the weight-gradient GEMMs."""
+    s = load_scenario(LLAMA, ["execution.tp_comm_overlap=pipelined"])
+    layer = scenario_layer_times(s)
+    g, c = 0.002, 0.003
+    attention, mlp = blocks(layer)
+    fwd0, bwd0 = overlapped_layer_s("pipelined", 8, g, c, layer)
+    fwd, bwd = overlapped_layer_s("pipelined", 8, g, c, layer, 132)
+    assert fwd - fwd0 == pytest.approx(attention.row_fwd * 24 / 108 + mlp.row_fwd / 131)
+    hidden = sum(min(c, b.column_wgrad) for b in (attention, mlp))
+    assert bwd - bwd0 == pytest.approx(hidden * 4 / 132)
+    assert margin_s(1.0, 24, 0) == 0.0  # SM count unknown: nothing taken
+
+
+def test_the_scenario_passes_its_sm_count() -> None:
+    s = load_scenario(LLAMA, ["execution.tp_comm_overlap=pipelined"])
+    layer = scenario_layer_times(s)
+    with_sms = comm_plan.tp_layer_comm_s(s, comm_plan.groups(s), layer)
+    topo = s.cluster.topology
+    topo = dataclasses.replace(topo, accelerator=dataclasses.replace(topo.accelerator, sms=0))
+    unknown = dataclasses.replace(s, cluster=dataclasses.replace(s.cluster, topology=topo))
+    without = comm_plan.tp_layer_comm_s(unknown, comm_plan.groups(unknown), layer)
+    assert with_sms[0] > without[0]
+    assert with_sms[1] > without[1]
