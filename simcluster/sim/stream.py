@@ -116,8 +116,6 @@ class ComputeStream:
         self._start = self._env._now
         if self._share > 0:
             self._busy0, self._extra, self._passes = self._dev.busy(self._start), 0.0, 0
-        else:
-            self._extra = 0.0
         if op.buckets:
             self._bucket, self._done_s = 0, 0.0
             self._bucket_step(op)
