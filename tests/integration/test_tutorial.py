@@ -28,15 +28,15 @@ INSTALL = ("python3 -m venv .venv", ". .venv/bin/activate", "pip install -e '.[p
 #: Command prefix -> strings the text quotes from its output (each must be in both).
 QUOTED: dict[str, tuple[str, ...]] = {
     "simcluster run scenarios/plan-10b-300b.yaml": ("14.46 s", "47.89 days", "30,666", "287,936"),
-    "simcluster sweep scenarios/plan-10b-300b.yaml": ("60.88", "19,494", "143,968", "57.67", "23,660",
+    "simcluster sweep scenarios/plan-10b-300b.yaml": ("60.88", "19,494", "143,968", "62.1", "25,478",
                                                       "398,000", "20.18", "95,227"),
     "python analysis/plot_planning.py": ("planning.png",),
     "simcluster sweep scenarios/gpt3-175b-1024xa100.yaml --top 10": (
-        "tp8 pp8 dp16 mb1 interleaved/4 none sp z1", "18.29", "0.5793", "35.58", "328", "108",
+        "tp8 pp8 dp16 mb1 interleaved/4 none sp z1", "19.29", "0.5494", "35.58", "328", "108",
         "467.0 GiB"),
     "simcluster sweep scenarios/gpt3-175b-1024xa100.yaml --top 3": (
-        "tp8 pp16 dp8 mb1 zb-h1 none sp z1", "18.76", "25.6"),
-    "simcluster run scenarios/gpt3-175b-1024xa100.yaml": ("75.6%", "17.8%", "4.1%", "0.7028", "0.5614"),
+        "tp8 pp16 dp8 mb1 zb-h1 none sp z1", "19.77", "25.6"),
+    "simcluster run scenarios/gpt3-175b-1024xa100.yaml": ("76.6%", "16.9%", "4.1%", "0.7025", "0.5636"),
     "simcluster reliability scenarios/1k-h100-reliability.yaml --fast --replicas 100": (
         "98.75%", "24.04", "23.74", "7.21", "38.9%", "21.7%", "21.9 min", "22.1 min"),
     "simcluster reliability scenarios/1k-h100-reliability.yaml --fast --replicas 50": ("0.9857",),

@@ -110,7 +110,8 @@ def _with_accelerator(s: Scenario, **changes: object) -> Scenario:
     return dataclasses.replace(s, cluster=cluster)
 
 
-@pytest.mark.parametrize("changes", [{"memory_efficiency": 0.5}, {"gemm_half_dim": 512},
+@pytest.mark.parametrize("changes", [{"memory_efficiency": 0.5},
+                                     {"gemm_tiles": None, "gemm_half_dim": 512},
                                      {"matmul_efficiency": {"bf16": 0.5}},
                                      {"gemm_tiles": GemmTileSpec(sms=108, tile_m=256, tile_n=128,
                                                                  k_overhead=86.0,

@@ -24,9 +24,9 @@ Fixed for every row (not fitted per row):
 - no distributed optimizer (ZeRO 0) for PTD rows; DeepSpeed ZeRO-3 rows use zero_stage 3 with
   their published micro-batch and no prefetching (DeepSpeed 0.3's "async" gathers synchronised
   the device: deepspeed PR #1188);
-- the catalog's A100 GEMM efficiency (``MATMUL_EFFICIENCY_2021``: 0.869, the MAMF best shape).
-  The lower 2021-era figure of mli/transformers-benchmarks (230 TFLOP/s, 0.737) was tried and
-  makes every row slow.
+- the catalog's A100 GEMM model as it is (tile/wave model and level fitted on the EleutherAI
+  cookbook A100 sweeps, docs/catalog.md). Until issue 13 these cases pinned the MAMF best-shape
+  efficiency, 0.869, which left every PTD row 1-8% optimistic.
 """
 
 from __future__ import annotations
@@ -37,8 +37,6 @@ from typing import Any
 from simcluster.perf.flops import sc21_eq3_flops
 from simcluster.run.single import simulate
 from simcluster.spec import Scenario, load_scenario
-
-MATMUL_EFFICIENCY_2021 = 0.869
 
 
 @dataclass(frozen=True)
@@ -111,9 +109,7 @@ def scenario(case: Case, execution: dict[str, Any] | None = None, **parallelism:
     execution = execution or {}
     model = {"name": case.id, "layers": case.layers, "hidden": case.hidden, "heads": case.heads,
              "vocab": VOCAB, "seq_len": SEQ, "tied_embeddings": True}
-    topology = {"preset": "dgx-a100-80gb",
-                "accelerator": {"preset": "a100-sxm-80gb",
-                                "matmul_efficiency": {"fp16": MATMUL_EFFICIENCY_2021}}}
+    topology = {"preset": "dgx-a100-80gb"}
     par = {"tp": case.tp, "pp": case.pp, "global_batch": case.batch, "micro_batch": case.micro,
            "recompute": "full", "zero_stage": 3 if case.zero3 else 0,
            **_schedule(case), **parallelism}

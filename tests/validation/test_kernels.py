@@ -67,8 +67,6 @@ MATMUL_MISSES = {
     ("mli_matmul_RTX3090Ti_n512", "fp32"): "gemm_half_dim is fitted on fp16 tensor cores; fp32 "
                                             "CUDA-core GEMMs saturate at smaller n",
     ("mli_matmul_V100_n512", "fp32"): "gemm_half_dim (666) is fitted on fp16 tensor cores",
-    ("mli_microbench_summary_A100", "fp16"): "catalog efficiency is MAMF 271 TFLOP/s (newer "
-                                             "cuBLAS); this older-stack run measured 230",
 }
 
 #: (entry id, sequence length, [(batch, fwd TFLOP/s, fwd+bwd TFLOP/s), ...])

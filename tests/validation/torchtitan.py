@@ -13,9 +13,9 @@ Llama 2 13B and 70B) are left out. Llama 2 13B has no catalog preset: its shape 
 Llama 2 paper (40 layers, hidden 5120, 40 heads, FFN 13824, vocab 32000).
 
 These runs are eager PyTorch (no torch.compile): RMSNorm, RoPE, SwiGLU and the loss run as many
-small unfused kernels, and GEMMs run at the shapes' typical rate. simcluster models fused kernels
-at the catalog's best-shape GEMM efficiency (0.869 on A100), so it is expected to be optimistic
-here; see docs/validation.md.
+small unfused kernels, which the ``fsdp2-eager`` stack counts (``execution.elementwise: eager``);
+the GEMMs run at the catalog's A100 tile/wave model, fitted on a published A100 GEMM sweep
+(docs/catalog.md); see docs/validation.md.
 """
 
 from __future__ import annotations
