@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.validation.torchtitan import CASES, FsdpCase, predicted_wps
+from simcluster.perf.memory import estimate_memory
+from tests.validation.torchtitan import CASES, FsdpCase, predicted_wps, scenario
 
 TOLERANCE = 0.10
 MAMF_FLOPS_PER_S = 0.869 * 312e12  # A100 bf16 best-shape matmul (docs/catalog.md, MAMF)
@@ -76,3 +77,13 @@ def test_the_matmul_ceiling_counts_the_published_parameters() -> None:
                  "torchtitan_llama2_70b_b2_full": (68.977e9, 8192 * 32000)}
     for case_id, (total, embedding) in published.items():
         assert LINEAR_WEIGHTS[case_id] + embedding == pytest.approx(total, rel=0.01), case_id
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_the_published_runs_fit_in_80_gb(case: FsdpCase) -> None:
+    """Each row ran on 80 GB A100, so the (conservative) memory model must say it fits: today
+    74.1 GiB for Llama 2 13B without checkpointing at batch 2, the tightest, 46-69 GiB for the
+    70B rows with full recompute. (The source's OOM statement, Llama 2 70B at batch 2 with its
+    "selective op" checkpointing, is not a case: that policy is not modelled; simcluster's
+    selective and no recompute need 241 GiB there, but they keep more than selective op does.)"""
+    assert estimate_memory(scenario(case)).fits_in_memory
