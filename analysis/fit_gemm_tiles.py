@@ -139,14 +139,18 @@ EFF_GRID = np.arange(0.600, 0.9501, 0.0005)
 BatchPoint = tuple[int, int, int, int, float]
 
 
+def a100_fit_sweeps(sweeps: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The ``role: fit`` sweeps of the A100."""
+    return [sw for sw in sweeps if sw["accelerator"] == "a100-sxm-80gb" and sw["role"] == "fit"]
+
+
 def a100_points(sweeps: list[dict[str, object]]) -> list[BatchPoint]:
-    """Every ``role: fit`` A100 point, as (batch, M, N, K, TFLOP/s)."""
+    """Every point of ``sweeps``, as (batch, M, N, K, TFLOP/s)."""
     points: list[BatchPoint] = []
     for sweep in sweeps:
-        if sweep["accelerator"] == "a100-sxm-80gb" and sweep["role"] == "fit":
-            rows = sweep["points"]
-            assert isinstance(rows, list)
-            points += [(int(b), int(m), int(n), int(k), float(tf)) for b, m, n, k, tf in rows]
+        rows = sweep["points"]
+        assert isinstance(rows, list)
+        points += [(int(b), int(m), int(n), int(k), float(tf)) for b, m, n, k, tf in rows]
     return points
 
 
@@ -197,9 +201,7 @@ def a100_summary(acc: AcceleratorSpec, sweeps: list[dict[str, object]], t0: floa
     """Per sweep: points, median signed and absolute error, p90 |error| (time, + t0)."""
     print("\n| sweep | points | median error | median abs error | p90 abs error |")
     print("|---|---:|---:|---:|---:|")
-    for sweep in sweeps:
-        if sweep["accelerator"] != "a100-sxm-80gb" or sweep["role"] != "fit":
-            continue
+    for sweep in a100_fit_sweeps(sweeps):
         points = a100_points([sweep])
         unit, memory, measured = split_times(acc, points)
         eff = acc.matmul_efficiency["bf16"]
@@ -240,11 +242,12 @@ def main(argv: Sequence[str]) -> int:
     table(fitted, points_of(sweeps, "xla_sm90_bf16_b1"), t0, "H100 SXM: XLA sm_90 (fit, + t0)")
     table(fitted, points_of(sweeps, "mamf_h100_sxm"), 0.0, "H100 SXM: MAMF (check)")
     acc = accelerator("a100-sxm-80gb")
-    tiles, eff, t0, loss = fit_a100(acc, a100_points(sweeps))
+    points = a100_points(a100_fit_sweeps(sweeps))
+    tiles, eff, t0, loss = fit_a100(acc, points)
     print(f"\n## a100-sxm-80gb: tile {tiles.tile_m}x{tiles.tile_n}, max_split_k "
           f"{tiles.max_split_k}, k_overhead {tiles.k_overhead:g}, matmul_efficiency {eff:.4f} at "
           f"{'x'.join(map(str, tiles.reference_mnk))}, floor t0 {t0 * 1e6:.2f} us (mean |error| "
-          f"{loss:.1%} over {len(a100_points(sweeps))} points)")
+          f"{loss:.1%} over {len(points)} points)")
     fitted = dataclasses.replace(with_tiles(acc, tiles), matmul_efficiency={
         **acc.matmul_efficiency, "bf16": round(eff, 3)})
     a100_summary(fitted, sweeps, t0)

@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcluster.perf.roofline import LayerTimes, OperatorTime
+from simcluster.perf.sm_share import contention_s
 from simcluster.spec.execution import TP_OVERLAP_MODES
 
 __all__ = ["BULK_SMS", "PIPELINE_SPLITS", "ROW_MARGIN_SMS", "TP_OVERLAP_MODES", "BlockGemms",
@@ -106,7 +107,8 @@ def overlapped_layer_s(mode: str, tp: int, gather_s: float, scatter_s: float,
             forward += gather_s + scatter_s
             backward += gather_s
         bulk = exposed_bulk(scatter_s, b.column_wgrad)
-        backward += bulk + ((scatter_s - bulk) * BULK_SMS / sms if sms > BULK_SMS else 0.0)
+        backward += bulk + (contention_s(BULK_SMS / sms, scatter_s - bulk) if sms > BULK_SMS
+                            else 0.0)
     return forward, backward
 
 
