@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Fit the tile/wave GEMM model (``gemm_tiles`` of the A100 and H100 catalog entries).
 
-The model (simcluster/perf/roofline.py ``tile_efficiency``, docs/catalog.md "GEMM size model"):
+The model (simcluster/perf/gemm.py ``tile_efficiency``, docs/catalog.md "GEMM size model"):
 a GEMM's output is cut into ``tile_m x tile_n`` tiles run in waves over the ``sms``; each tile
 costs ``K/s + k_overhead`` steps for the best split ``s <= max_split_k`` of K, and the rate is
 anchored at ``reference_mnk``, where the rate is ``peak * matmul_efficiency``. The forward time
@@ -11,9 +11,15 @@ Fixed from documentation, not fitted: ``sms`` (A100 108, H100 SXM 132). Fitted, 
 on the ``role: fit`` sweeps of ``analysis/gemm_sweeps.yaml``, each with a constant per-call time
 ``t0`` for the measurement floor (launch and timer; the simulator does not use it):
 
-- H100 SXM, on OpenXLA's sm_90 table, least squares on the relative time error: the tile (two
-  CUTLASS/cuBLAS Hopper shapes), ``max_split_k`` (1 .. 16) and ``k_overhead`` (integer grid); the
-  level is MAMF's (``reference_mnk`` is its best shape), which the table agrees with;
+- H100 SXM, on NVIDIA aiconfigurator's H100 SXM sweep (``analysis/gemm_h100_aiconfigurator.csv``:
+  9,576 ``F.linear`` shapes through cuBLAS, M, N, K from 128 to 65,536), least absolute deviations
+  of the relative time error: the tile (three Hopper cuBLAS/CUTLASS shapes), ``max_split_k``
+  (1 .. 16), ``k_overhead`` (grid of 16) and a level; then the **sustained** level: the sweep ran
+  with free clocks, and kernels that run long enough to hold the GPU at its 700 W limit (published
+  latency >= ``SUSTAINED_MS``; the same collector measured ~691 W on such H200 GEMMs) run slower
+  than short ones: ``matmul_efficiency`` is the fitted level times the median measured/model rate
+  of those kernels, the clock a GPU keeps under continuous training load. OpenXLA's sm_90 table and
+  MAMF's best shapes are checks;
 - A100, on the EleutherAI cookbook sweeps (1,093 shapes), least absolute deviations of the
   relative time error: the tile (three Ampere shapes), ``max_split_k`` (1 .. 8), ``k_overhead``
   (grid of 32) and the level, ``matmul_efficiency`` at 8192^3. The MAMF best shapes are a check.
@@ -38,14 +44,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simcluster import catalog  # noqa: E402
-from simcluster.perf import roofline  # noqa: E402
+from simcluster.perf.kernels import gemm  # noqa: E402
 from simcluster.spec import schema  # noqa: E402
 from simcluster.spec.hardware import AcceleratorSpec, GemmTileSpec  # noqa: E402
 
 SWEEPS = ROOT / "analysis" / "gemm_sweeps.yaml"
-H100_TILES = ((128, 128), (128, 256))
 SPLITS = (1, 2, 4, 8, 16)
-K_GRID = np.arange(0, 513, 8)
 T0_GRID = np.arange(0.0, 8.0001e-6, 0.05e-6)  # seconds
 Point = tuple[int, int, int, float]
 
@@ -61,13 +65,13 @@ def accelerator(name: str) -> AcceleratorSpec:
 
 
 def with_tiles(acc: AcceleratorSpec, tiles: GemmTileSpec) -> AcceleratorSpec:
-    roofline.reference_tile_efficiency.cache_clear()  # type: ignore[attr-defined]
+    gemm.reference_tile_efficiency.cache_clear()  # type: ignore[attr-defined]
     return dataclasses.replace(acc, gemm_tiles=tiles)
 
 
 def forward_s(acc: AcceleratorSpec, m: int, n: int, k: int) -> float:
     """The simulator's forward time of one ``[m, k] x [k, n]`` bf16 GEMM."""
-    return roofline.gemm_operator(acc, "bf16", "mm", (m, n, k)).time_s
+    return gemm.gemm_operator(acc, "bf16", "mm", (m, n, k)).time_s
 
 
 def measured_s(points: Sequence[Point]) -> np.ndarray:
@@ -80,52 +84,149 @@ def residuals(acc: AcceleratorSpec, points: Sequence[Point], t0: float) -> np.nd
     return (predicted + t0) / measured_s(points) - 1.0
 
 
-def best_t0(acc: AcceleratorSpec, points: Sequence[Point]) -> tuple[float, float]:
-    """(RMS, t0) minimising the RMS relative time error over the ``t0`` grid."""
-    predicted = np.array([forward_s(acc, m, n, k) for m, n, k, _ in points])
-    err = (predicted[None, :] + T0_GRID[:, None]) / measured_s(points)[None, :] - 1.0
-    rms = np.sqrt(np.mean(err**2, axis=1))
-    i = int(np.argmin(rms))
-    return float(rms[i]), float(T0_GRID[i])
+#: H100 SXM: 132 SMs (NVIDIA H100 Tensor Core GPU Architecture whitepaper); the tile is fitted
+#: among the Hopper cuBLAS/CUTLASS warpgroup tiles 128 x 128, 128 x 256 and 256 x 128.
+H100_FIT_TILES = ((128, 128), (128, 256), (256, 128))
+H100_K_GRID = np.arange(0, 513, 16)
+H100_REFERENCE = (8192, 8192, 8192)
+H100_SWEEP = ROOT / "analysis" / "gemm_h100_aiconfigurator.csv"
+H200_LONG = ROOT / "analysis" / "gemm_h200_aiconfigurator_long.csv"
+#: Kernels at least this long (published latency, ms) hold the GPU at its power limit: the sweep's
+#: median rate of large aligned shapes falls from ~760 TFLOP/s at 0.2-0.8 ms to ~690-720 beyond
+#: 1 ms, on H100 and on H200 alike, and the same collector's power-logging H200 table draws
+#: ~691 W of 700 for every GEMM of 0.05 ms or more run for >= 1 s (docs/catalog.md).
+SUSTAINED_MS = 1.0
+#: The OpenXLA table's per-call floor (5.9 us for the smallest calls; fitted 5.5 us before).
+XLA_FLOOR_S = 5.5e-6
+COARSE_EFF = np.arange(0.50, 0.9501, 0.005)
+COARSE_T0 = np.arange(0.0, 8.0001e-6, 0.25e-6)
 
 
-def fit_h100(acc: AcceleratorSpec, points: Sequence[Point]) -> tuple[GemmTileSpec, float, float]:
-    """Tile, split and k_overhead (coarse grid, then integers around the best) and t0."""
-    base = acc.gemm_tiles
-    assert base is not None
-    best: tuple[float, GemmTileSpec, float] | None = None
-    for (tm, tn) in H100_TILES:
-        tile_best: tuple[float, GemmTileSpec, float] | None = None
-        for split in SPLITS:
-            local = fit_k_overhead(acc, points, dataclasses.replace(
-                base, tile_m=tm, tile_n=tn, max_split_k=split))
-            if tile_best is None or local[0] < tile_best[0]:
-                tile_best = local
-        assert tile_best is not None
-        print(f"tile {tm}x{tn}: best RMS {tile_best[0]:.1%} (max_split_k "
-              f"{tile_best[1].max_split_k}, k_overhead {tile_best[1].k_overhead:g})")
-        if best is None or tile_best[0] < best[0]:
-            best = tile_best
-    assert best is not None
-    return best[1], best[2], best[0]
+def h100_sweep(path: Path = H100_SWEEP) -> np.ndarray:
+    """The aiconfigurator rows as an array of (m, n, k, latency seconds)."""
+    lines = [ln for ln in path.read_text().splitlines() if ln and not ln.startswith("#")]
+    rows = np.array([[float(v) for v in ln.split(",")] for ln in lines[1:]])  # after the header
+    rows[:, 3] *= 1e-3
+    return rows
 
 
-def fit_k_overhead(acc: AcceleratorSpec, points: Sequence[Point],
-                   tiles: GemmTileSpec) -> tuple[float, GemmTileSpec, float]:
-    """(RMS, tiles, t0) of the best k_overhead: the coarse grid, then integers around its best."""
-    best: tuple[float, GemmTileSpec, float] | None = None
-    for grid in (K_GRID, None):
-        if grid is None:
-            assert best is not None
-            center = int(best[1].k_overhead)
-            grid = np.arange(max(0, center - 8), center + 9)
-        for k0 in grid:
-            candidate = dataclasses.replace(tiles, k_overhead=float(k0))
-            rms, t0 = best_t0(with_tiles(acc, candidate), points)
-            if best is None or rms < best[0]:
-                best = (rms, candidate, t0)
-    assert best is not None
+def tile_efficiency_np(tiles: GemmTileSpec, m: np.ndarray, n: np.ndarray,
+                       k: np.ndarray) -> np.ndarray:
+    """:func:`gemm.tile_efficiency` over arrays (batch 1), the same arithmetic."""
+    blocks = np.ceil(m / tiles.tile_m) * np.ceil(n / tiles.tile_n)
+    area = tiles.sms * tiles.tile_m * tiles.tile_n
+    best = np.zeros_like(m)
+    split = 1
+    while split <= tiles.max_split_k:
+        waves = np.ceil(blocks * split / tiles.sms)
+        best = np.maximum(best, m * n * k / (area * waves * (k / split + tiles.k_overhead)))
+        split *= 2
     return best
+
+
+def h100_unit_times(acc: AcceleratorSpec, tiles: GemmTileSpec,
+                    rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(compute time at matmul_efficiency 1, memory-bound time) per row."""
+    m, n, k = rows[:, 0], rows[:, 1], rows[:, 2]
+    ref = tile_efficiency_np(tiles, *(np.array([float(v)]) for v in tiles.reference_mnk))[0]
+    rate = acc.peak("bf16") * tile_efficiency_np(tiles, m, n, k) / ref
+    memory = (m * k + k * n + m * n) * 2 / (acc.memory_bandwidth_Bps * acc.memory_efficiency)
+    return 2 * m * n * k / rate, memory
+
+
+def lad(unit: np.ndarray, memory: np.ndarray, measured: np.ndarray, effs: np.ndarray,
+        t0s: np.ndarray) -> tuple[float, float, float]:
+    """(mean |relative time error|, efficiency, t0) minimising it over the two grids."""
+    best = (np.inf, 0.0, 0.0)
+    for t0 in t0s:
+        predicted = np.maximum(unit[None, :] / effs[:, None], memory[None, :]) + t0
+        loss = np.mean(np.abs(predicted / measured[None, :] - 1.0), axis=1)
+        i = int(np.argmin(loss))
+        if loss[i] < best[0]:
+            best = (float(loss[i]), float(effs[i]), float(t0))
+    return best
+
+
+def fit_h100_sweep(acc: AcceleratorSpec, rows: np.ndarray) -> tuple[GemmTileSpec, float, float,
+                                                                     float]:
+    """(tiles, level, t0, mean |error|): the coarse grids over every tile, split and k_overhead,
+    then fine grids of the level and t0 around the best."""
+    base = GemmTileSpec(sms=132, tile_m=128, tile_n=128, k_overhead=0.0,
+                        reference_mnk=H100_REFERENCE, source="analysis/fit_gemm_tiles.py")
+    measured = rows[:, 3]
+    best: tuple[float, GemmTileSpec, float, float] | None = None
+    for (tm, tn), split, k0 in itertools.product(H100_FIT_TILES, SPLITS, H100_K_GRID):
+        tiles = dataclasses.replace(base, tile_m=tm, tile_n=tn, max_split_k=split,
+                                    k_overhead=float(k0))
+        loss, eff, t0 = lad(*h100_unit_times(acc, tiles, rows), measured, COARSE_EFF, COARSE_T0)
+        if best is None or loss < best[0]:
+            best = (loss, tiles, eff, t0)
+    assert best is not None
+    _, tiles, eff, t0 = best
+    fine_eff = np.arange(eff - 0.005, eff + 0.00501, 0.0005)
+    fine_t0 = np.arange(max(0.0, t0 - 0.25e-6), t0 + 0.2501e-6, 0.05e-6)
+    loss, eff, t0 = lad(*h100_unit_times(acc, tiles, rows), measured, fine_eff, fine_t0)
+    return tiles, eff, t0, loss
+
+
+def sustained_ratio(acc: AcceleratorSpec, tiles: GemmTileSpec, rows: np.ndarray, eff: float,
+                    t0: float, threshold_ms: float = SUSTAINED_MS) -> tuple[float, int]:
+    """Median of measured rate / model rate over the kernels that hold the power limit."""
+    unit, memory = h100_unit_times(acc, tiles, rows)
+    predicted = np.maximum(unit / eff, memory) + t0
+    long = rows[:, 3] >= threshold_ms * 1e-3
+    return float(np.median(predicted[long] / rows[long, 3])), int(long.sum())
+
+
+def h200_level(fitted_h100: AcceleratorSpec, free_level: float, t0: float) -> float:
+    """The H200's sustained level: the H100's tile terms (the same GH100 compute die and clocks)
+    and free-clock level, times the median measured/model rate of the H200's kernels that hold
+    its 700 W limit (the same collector on an H200)."""
+    tiles = fitted_h100.gemm_tiles
+    assert tiles is not None
+    h200 = dataclasses.replace(accelerator("h200-sxm"), gemm_tiles=tiles)
+    ratio, long = sustained_ratio(h200, tiles, h100_sweep(H200_LONG), free_level, t0)
+    print(f"## h200-sxm: {long} shapes >= {SUSTAINED_MS} ms, measured/model median {ratio:.4f} "
+          f"-> sustained matmul_efficiency {free_level * ratio:.4f}")
+    return free_level * ratio
+
+
+def h100_main() -> AcceleratorSpec:
+    """Fit, print and return the H100 SXM with its fitted gemm_tiles and sustained level."""
+    h100 = accelerator("h100-sxm")
+    rows = h100_sweep()
+    tiles, eff, t0, loss = fit_h100_sweep(h100, rows)
+    ratio, long = sustained_ratio(h100, tiles, rows, eff, t0)
+    level = eff * ratio
+    print(f"## h100-sxm: tile {tiles.tile_m}x{tiles.tile_n}, max_split_k {tiles.max_split_k}, "
+          f"k_overhead {tiles.k_overhead:g}, free-clock level {eff:.4f} at 8192^3, call floor "
+          f"t0 {t0 * 1e6:.2f} us, mean |error| {loss:.1%} over {len(rows)} shapes")
+    for threshold in (0.5, SUSTAINED_MS, 2.0):
+        r, n = sustained_ratio(h100, tiles, rows, eff, t0, threshold)
+        print(f"   kernels >= {threshold} ms: {n} shapes, measured/model rate median {r:.4f} "
+              f"-> level {eff * r:.4f}")
+    print(f"sustained matmul_efficiency {level:.4f} ({level * 989:.0f} TFLOP/s at 8192^3; "
+          f"{long} shapes >= {SUSTAINED_MS} ms)")
+    fitted = dataclasses.replace(with_tiles(h100, tiles), matmul_efficiency={
+        **h100.matmul_efficiency, "bf16": round(level, 3)})
+    h100_summary(fitted, rows, t0)
+    h200_level(fitted, eff, t0)
+    return fitted
+
+
+def h100_summary(acc: AcceleratorSpec, rows: np.ndarray, t0: float) -> None:
+    """Median and p90 |error| of the sustained model (+ t0) by latency band and overall."""
+    assert acc.gemm_tiles is not None
+    unit, memory = h100_unit_times(acc, acc.gemm_tiles, rows)
+    err = (np.maximum(unit / acc.matmul_efficiency["bf16"], memory) + t0) / rows[:, 3] - 1.0
+    print("\n| published latency | shapes | median error | median abs error | p90 abs error |")
+    print("|---|---:|---:|---:|---:|")
+    bands = ((0.0, 0.05), (0.05, 0.2), (0.2, 1.0), (1.0, np.inf), (0.0, np.inf))
+    for lo, hi in bands:
+        sel = (rows[:, 3] >= lo * 1e-3) & (rows[:, 3] < hi * 1e-3)
+        e = err[sel]
+        print(f"| {lo}-{hi} ms | {sel.sum()} | {np.median(e):+.1%} | {np.median(abs(e)):.1%} | "
+              f"{np.percentile(abs(e), 90):.1%} |")
 
 
 #: A100: 108 SMs (NVIDIA A100 Tensor Core GPU Architecture whitepaper); the tile is fitted among
@@ -158,9 +259,9 @@ def split_times(acc: AcceleratorSpec, points: Sequence[BatchPoint]) -> tuple[np.
     """(compute time at matmul_efficiency 1, memory-bound time, measured time) per point."""
     unit = dataclasses.replace(acc, matmul_efficiency={**acc.matmul_efficiency, "bf16": 1.0})
     flops = np.array([2.0 * b * m * n * k for b, m, n, k, _ in points])
-    rate = np.array([roofline.achievable_matmul_flops_per_s(unit, "bf16", m, n, k, b)
+    rate = np.array([gemm.achievable_matmul_flops_per_s(unit, "bf16", m, n, k, b)
                      for b, m, n, k, _ in points])
-    memory = np.array([roofline.memory_bound_time_s(acc, b * (m * k + k * n + m * n) * 2)
+    memory = np.array([gemm.memory_bound_time_s(acc, b * (m * k + k * n + m * n) * 2)
                        for b, m, n, k, _ in points])
     return flops / rate, memory, np.array([f / (p[4] * 1e12) for f, p in zip(flops, points, strict=True)])
 
@@ -233,13 +334,9 @@ def points_of(sweeps: list[dict[str, object]], sweep_id: str) -> list[Point]:
 def main(argv: Sequence[str]) -> int:
     del argv
     sweeps = load_sweeps()
-    h100 = accelerator("h100-sxm")
-    tiles, t0, rms = fit_h100(h100, points_of(sweeps, "xla_sm90_bf16_b1"))
-    print(f"## h100-sxm: tile {tiles.tile_m}x{tiles.tile_n}, max_split_k {tiles.max_split_k}, "
-          f"k_overhead {tiles.k_overhead:g}, measurement floor t0 {t0 * 1e6:.2f} us "
-          f"(RMS {rms:.1%})")
-    fitted = with_tiles(h100, tiles)
-    table(fitted, points_of(sweeps, "xla_sm90_bf16_b1"), t0, "H100 SXM: XLA sm_90 (fit, + t0)")
+    fitted = h100_main()
+    table(fitted, points_of(sweeps, "xla_sm90_bf16_b1"), XLA_FLOOR_S,
+          "H100 SXM: XLA sm_90 (check, + its 5.5 us call floor)")
     table(fitted, points_of(sweeps, "mamf_h100_sxm"), 0.0, "H100 SXM: MAMF (check)")
     acc = accelerator("a100-sxm-80gb")
     points = a100_points(a100_fit_sweeps(sweeps))

@@ -19,17 +19,29 @@ import yaml
 from simcluster import yamlio
 from simcluster.errors import SpecError
 
-KINDS = ("accelerators", "models", "stacks", "topologies")
-_SINGULAR = {"accelerators": "accelerator", "models": "model", "stacks": "software-stack",
-             "topologies": "topology"}
+KINDS = ("accelerators", "attention", "models", "stacks", "topologies")
+_SINGULAR = {"accelerators": "accelerator", "attention": "attention kernel", "models": "model",
+             "stacks": "software-stack", "topologies": "topology"}
 
 
 @cache
 def _catalog(kind: str) -> dict[str, dict[str, Any]]:
-    text = resources.files("simcluster.catalog").joinpath(f"{kind}.yaml").read_text("utf-8")
-    data = yamlio.load(text)
-    entries = data.get(kind, {}) if isinstance(data, dict) else {}
+    entries = _packaged(kind).get(kind, {})
     return {str(k): v for k, v in entries.items()}
+
+
+def load_packaged(name: str) -> dict[str, Any]:
+    """A copy of the whole packaged ``{name}.yaml`` (data files with top-level keys besides their
+    entries, such as ``attention.yaml``'s ``seq_len``)."""
+    copied: dict[str, Any] = deep_copy(_packaged(name))
+    return copied
+
+
+@cache
+def _packaged(name: str) -> dict[str, Any]:
+    text = resources.files("simcluster.catalog").joinpath(f"{name}.yaml").read_text("utf-8")
+    data = yamlio.load(text)
+    return data if isinstance(data, dict) else {}
 
 
 def topology_dir() -> Path:

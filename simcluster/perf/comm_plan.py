@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcluster.perf.collectives import CommGroup, collective_time, comm_group
-from simcluster.perf.roofline import LayerTimes
+from simcluster.perf.kernels.operator import LayerTimes
 from simcluster.perf.tp_overlap import overlapped_layer_s
 from simcluster.spec.scenario import Scenario
 

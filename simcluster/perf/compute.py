@@ -1,8 +1,9 @@
 """Compute time on one GPU: transformer layers, logits, embedding and the Adam step.
 
-Built from the roofline primitives of :mod:`.roofline` (re-exported here): each layer is the list
-of its operators with their shapes. The iteration engine sums these per pipeline stage; nothing
-here knows about communication.
+The layer model: each layer is the list of its operators with their shapes, and the kernel models
+of :mod:`simcluster.perf.kernels` say what each operator costs on this GPU with this stack (GEMMs
+by shape, attention by kernel, memory-bound kernels by bytes; their names are re-exported here).
+The iteration engine sums these per pipeline stage; nothing here knows about communication.
 """
 
 from __future__ import annotations
@@ -12,27 +13,34 @@ import math
 from dataclasses import dataclass
 
 from simcluster.errors import SpecError
-from simcluster.perf import eager
-from simcluster.perf.roofline import (
-    ADAM_BYTES_PER_PARAM,
+from simcluster.perf.kernels import eager
+from simcluster.perf.kernels.attention import (
     CAUSAL_WORK_FRACTION,
-    DTYPE_BYTES,
-    ELEMENTWISE_BACKWARD_BYTES_FACTOR,
     FLASH_ATTENTION_BACKWARD_WORK,
-    MASK_BYTES,
-    REFERENCE_GEMM_DIM,
-    LayerTimes,
-    OperatorTime,
-    achievable_matmul_flops_per_s,
-    bytes_per_element,
     causal_cp_fraction,
-    flash_attention_operator,
+    check_kernel,
+    fused_attention_operator,
+)
+from simcluster.perf.kernels.elementwise import (
+    ADAM_BYTES_PER_PARAM,
+    ELEMENTWISE_BACKWARD_BYTES_FACTOR,
+    MASK_BYTES,
+    memory_bound_time_s,
+    memory_operator,
+)
+from simcluster.perf.kernels.gemm import (
+    REFERENCE_GEMM_DIM,
+    achievable_matmul_flops_per_s,
     gemm_operator,
     gemm_time_s,
     matmul_efficiency,
-    memory_bound_time_s,
-    memory_operator,
     size_factor,
+)
+from simcluster.perf.kernels.operator import (
+    DTYPE_BYTES,
+    LayerTimes,
+    OperatorTime,
+    bytes_per_element,
 )
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
@@ -41,10 +49,17 @@ from simcluster.spec.scenario import RECOMPUTE
 __all__ = [
     "ADAM_BYTES_PER_PARAM", "CAUSAL_WORK_FRACTION", "DTYPE_BYTES", "ELEMENTWISE_BACKWARD_BYTES_FACTOR",
     "FLASH_ATTENTION_BACKWARD_WORK", "REFERENCE_GEMM_DIM", "LayerTimes", "OperatorTime",
-    "achievable_matmul_flops_per_s", "embedding_times", "flash_attention_operator", "gemm_operator",
+    "achievable_matmul_flops_per_s", "embedding_times", "gemm_operator",
     "gemm_time_s", "grad_accumulation_time_s", "layer_times", "logits_times", "matmul_efficiency",
     "memory_bound_time_s", "memory_operator", "optimizer_step_time_s", "size_factor",
 ]
+
+
+#: Kernels called on head-major ``[b, h, s, d]`` tensors (PyTorch's SDPA and its math path): eager
+#: model code transposes around them and repeats grouped K/V heads. FlashAttention's own API,
+#: Transformer Engine and LLM Foundry's Triton kernel take ``[b, s, h, d]`` and grouped heads as
+#: they are, so no copies.
+HEAD_MAJOR_KERNELS = ("sdpa-flash", "math")
 
 
 def _check_split(name: str, value: int, tp: int) -> None:
@@ -78,21 +93,23 @@ def _shape(model: ModelSpec, dtype: str, b: int, s: int, tp: int, cp: int, sp: b
 
 
 def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
-                    flash: bool, causal: bool, balanced: bool = True) -> list[OperatorTime]:
-    """Scores, softmax and AV for ``s/cp`` local queries against all ``s`` keys (CP); a causal
-    flash kernel computes the busiest rank's share (``balanced``: the CP load balance)."""
+                    kernel: str, causal: bool, balanced: bool = True) -> list[OperatorTime]:
+    """Scores, softmax and AV for ``s/cp`` local queries against all ``s`` keys (CP): one fused
+    kernel (its rate by architecture, head dimension, mask and ``s/cp``,
+    :mod:`simcluster.perf.kernels.attention`), or the unfused ``math`` path; a causal fused kernel
+    computes the busiest rank's share (``balanced``: the CP load balance)."""
     hd, q = model.head_dim, sh.tokens / sh.batch
     flops = 4.0 * sh.batch * sh.heads * q * sh.seq * hd  # QK^T and AV, 2 FLOPs per MAC each
-    if flash:
+    if kernel != "math":
         # Q read, O written (tokens x heads x hd); K and V for the whole sequence read
         nbytes = (2 * sh.tokens * sh.heads * hd + 2 * sh.batch * sh.seq * sh.kv_width) * sh.size
-        return [flash_attention_operator(acc, dtype, flops, nbytes, causal,
+        return [fused_attention_operator(acc, dtype, kernel, flops, nbytes, hd, q, causal,
                                          causal_cp_fraction(sh.cp, balanced))]
     heads_batch = sh.batch * sh.heads
     scores = heads_batch * q * sh.seq  # elements of the score matrix on this GPU
     result = [gemm_operator(acc, dtype, "scores", (q, sh.seq, hd), heads_batch, weight=False),
               memory_operator(acc, "softmax", 2 * scores * sh.size)]  # read + write, mask fused
-    if model.bias:  # GPT/BERT-style attention dropout: read, write, mask
+    if model.dropout:  # GPT/BERT-style attention dropout: read, write, mask
         result.append(memory_operator(acc, "attn_dropout", scores * (2 * sh.size + MASK_BYTES)))
     result.append(gemm_operator(acc, dtype, "attn_v", (q, hd, sh.seq), heads_batch, weight=False))
     return result
@@ -113,7 +130,7 @@ def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
     """Dropout (biased GPT-style models) and residual add after a sub-block, on ``norm_tokens``."""
     act = sh.norm_tokens * model.hidden
     result = []
-    if model.bias:
+    if model.dropout:
         result.append(memory_operator(acc, f"dropout{tag}", act * (2 * sh.size + MASK_BYTES)))
     result.append(memory_operator(acc, f"residual{tag}", 3 * act * sh.size))  # 2 reads, 1 write
     return result
@@ -162,7 +179,7 @@ def _norm(model: ModelSpec, acc: AcceleratorSpec, name: str, elements: float, si
 
 
 def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape, tp: int,
-                     ep: int, flash: bool, causal: bool, eager_ops: bool = False,
+                     ep: int, kernel: str, causal: bool, eager_ops: bool = False,
                      balanced: bool = True) -> list[OperatorTime]:
     h, hd = model.hidden, model.head_dim
     qkv_out = sh.heads * hd + 2 * sh.kv_width
@@ -171,8 +188,9 @@ def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Sh
     if model.position == "rope":
         rotated = sh.tokens * (sh.heads * hd + sh.kv_width)
         result.append(eager.rope(acc, rotated) if eager_ops else _rope(acc, sh, hd))
-    result += _eager_attention_copies(acc, sh, hd) if eager_ops else []
-    result += _attention_core(model, acc, dtype, sh, flash, causal, balanced)
+    if eager_ops and kernel in HEAD_MAJOR_KERNELS:
+        result += _eager_attention_copies(acc, sh, hd)
+    result += _attention_core(model, acc, dtype, sh, kernel, causal, balanced)
     result += _linear(acc, dtype, "proj", (sh.tokens, h, sh.heads * hd))
     result += _residual_block(model, acc, "1", sh)
     result.append(_norm(model, acc, "norm2", sh.norm_tokens * h, sh.size, eager_ops))
@@ -181,8 +199,9 @@ def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Sh
 
 
 def _eager_attention_copies(acc: AcceleratorSpec, sh: _Shape, hd: int) -> list[OperatorTime]:
-    """Eager attention's tensor copies: ``repeat_kv`` for grouped-query attention, and the
-    output's ``transpose(1, 2).contiguous()``."""
+    """Eager attention's tensor copies around a head-major kernel: ``repeat_kv`` for grouped-query
+    attention, and the output's ``transpose(1, 2).contiguous()`` (torchtitan's Llama around
+    ``scaled_dot_product_attention``)."""
     queries = sh.tokens * sh.heads * hd
     copies = [eager.repeat_kv(acc, sh.tokens * sh.kv_width, queries, sh.size),
               eager.output_copy(acc, queries, sh.size)]
@@ -198,7 +217,7 @@ def _times(operators: list[OperatorTime], recompute_s: float) -> LayerTimes:
 
 def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch: int,
                 seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = False,
-                recompute: str = "none", flash_attention: bool = True, *, ep: int = 1,
+                recompute: str = "none", attention: str = "flash2", *, ep: int = 1,
                 causal: bool = True, elementwise: str = "fused",
                 host_op_s: float = 0.0, cp_load_balance: bool = True) -> LayerTimes:
     """Forward, backward and recompute time of one transformer block on one GPU.
@@ -223,8 +242,9 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
         Megatron sequence parallelism.
     recompute : str
         ``none`` (0), ``selective`` (attention-core forward again) or ``full`` (whole forward).
-    flash_attention : bool
-        One fused kernel (True) or scores GEMM + softmax (+ dropout) + AV GEMM (False).
+    attention : str
+        The attention kernel (``execution.attention``): a fused kernel priced from its published
+        tables, or ``math``: scores GEMM + softmax (+ dropout) + AV GEMM.
     ep : int
         Expert-parallel size (MoE only): ``experts/ep`` local experts, balanced routing.
     causal : bool
@@ -234,7 +254,7 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
         chains (:mod:`.eager`).
     cp_load_balance : bool
         Causal context parallelism with load-balanced chunks (every rank half its rectangle); false:
-        contiguous chunks, the busiest rank's share (:func:`.roofline.causal_cp_fraction`).
+        contiguous chunks, the busiest rank's share (:func:`.kernels.attention.causal_cp_fraction`).
     host_op_s : float
         Host time per operator and pass: each pass takes at least ``operators x host_op_s``
         (forward and recompute one per operator, backward two: dgrad and wgrad); 0: GPU-bound.
@@ -246,8 +266,9 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     """
     if recompute not in RECOMPUTE:
         raise SpecError("recompute", f"{recompute!r} is not one of {list(RECOMPUTE)}")
+    check_kernel(acc, attention)
     sh = _shape(model, dtype, micro_batch, seq_len, tp, cp, sequence_parallel)
-    operators = _layer_operators(model, acc, dtype, sh, tp, ep, flash_attention, causal,
+    operators = _layer_operators(model, acc, dtype, sh, tp, ep, attention, causal,
                                  _eager(elementwise), cp_load_balance)
     core = ("attention", "scores", "softmax", "attn_dropout", "attn_v")
     recompute_s = {"none": 0.0,
@@ -314,7 +335,7 @@ def embedding_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_ba
     operators = [memory_operator(acc, "embedding", 2 * act)]  # rows read, activations written
     if model.position == "learned":
         operators.append(memory_operator(acc, "position_add", 3 * act))  # 2 reads, 1 write
-    if model.bias:  # GPT-style embedding dropout: read, write, mask
+    if model.dropout:  # GPT-style embedding dropout: read, write, mask
         dropout_bytes = 2 * act + elements * MASK_BYTES
         operators.append(memory_operator(acc, "embedding_dropout", dropout_bytes))
     return _times(operators, 0.0)

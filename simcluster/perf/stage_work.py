@@ -92,7 +92,7 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
     par = s.parallelism
     ex = s.execution
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
-                        par.cp, par.sequence_parallel, par.recompute, ex.flash_attention,
+                        par.cp, par.sequence_parallel, par.recompute, ex.attention,
                         par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance,
                         (copy_out_bytes(s), copy_in_bytes(s)))
 
@@ -100,10 +100,10 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
 @memoised()
 def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
-                 flash_attention: bool, ep: int, elementwise: str, host_op_s: float,
+                 attention: str, ep: int, elementwise: str, host_op_s: float,
                  cp_load_balance: bool, copies: tuple[float, float]) -> LayerTimes:
     layer = layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
-                        recompute, flash_attention, ep=ep, elementwise=elementwise,
+                        recompute, attention, ep=ep, elementwise=elementwise,
                         host_op_s=host_op_s, cp_load_balance=cp_load_balance)
     copy_out, copy_in = copies
     if copy_out == 0 and copy_in == 0:

@@ -17,7 +17,7 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
    layer by layer every micro-batch, hidden behind the layers' compute as far as prefetching
    allows (:mod:`.zero3`).
    The DP and ZeRO collectives hidden behind the stage's own compute slow that compute by the
-   SMs their kernels hold (:mod:`.sm_share`; ``execution.comm_sms``), charged to compute.
+   SMs their kernels hold (:mod:`.kernels.comm_sms`; ``execution.comm_sms``), charged to compute.
 4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
 5. Slow GPUs (``perturbations.gpu_slowdown``, :mod:`.slowdown`): a slow GPU's TP group runs its
    compute (forward, backward, weight gradient, optimizer) at the GPU's speed; its communication
@@ -38,13 +38,13 @@ from dataclasses import dataclass, fields
 from simcluster.perf import comm_plan
 from simcluster.perf.cache import memoised
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
+from simcluster.perf.kernels.comm_sms import contention_s, overlap_share
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
 from simcluster.perf.param_gather import ParamGather, gather_exposed_s, gather_total_s, param_gather
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.slowdown import replica_stage_speeds
-from simcluster.perf.sm_share import comm_sm_share, contention_s
-from simcluster.perf.stage_work import layer_costs, optimizer_s
+from simcluster.perf.stage_work import layer_costs, optimizer_s, scenario_layer_times
 from simcluster.perf.zero3 import zero3_layer, zero3_step_s
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -189,7 +189,7 @@ def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTime
                   shapes: tuple[_Stage, ...]) -> tuple[float, float, float, float]:
     """(exposed, total on the critical stage, hidden, hidden behind the stage's own compute)
     data-parallel seconds; what the drain or the wait for the first activation hides runs beside
-    an idle GPU, so only the last part takes SMs from compute (:mod:`.sm_share`)."""
+    an idle GPU, so only the last part takes SMs from compute (:mod:`.kernels.comm_sms`)."""
     par = s.parallelism
     overlapped, gpipe = s.execution.overlap_grad_reduce, par.schedule == "gpipe"
     earlier = par.micro_batches - 1
@@ -286,7 +286,7 @@ def _estimate(s: Scenario, speeds: tuple[float, ...]) -> StepEstimate:
         dp_hidden = behind = dp_total - dp_exposed
     breakdown = TimeBreakdown(
         compute=m * (crit.forward_compute_s + crit.backward_compute_s)
-        + contention_s(comm_sm_share(s), behind),
+        + contention_s(overlap_share(s, groups.dp, scenario_layer_times(s)), behind),
         tp_comm=m * crit.tp_s, cp_comm=m * crit.cp_s, ep_comm=m * crit.ep_s,
         pp_comm=_pp_comm_s(s, groups), dp_comm=dp_exposed,
         bubble=_fill_drain_s(s, stages) if par.pp > 1 else 0.0,

@@ -36,8 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcluster.perf.roofline import LayerTimes, OperatorTime
-from simcluster.perf.sm_share import contention_s
+from simcluster.perf.kernels.comm_sms import contention_s
+from simcluster.perf.kernels.operator import LayerTimes, OperatorTime
 from simcluster.spec.execution import TP_OVERLAP_MODES
 
 __all__ = ["BULK_SMS", "PIPELINE_SPLITS", "ROW_MARGIN_SMS", "TP_OVERLAP_MODES", "BlockGemms",

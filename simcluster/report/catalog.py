@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from simcluster import catalog
+from simcluster.perf.kernels import attention
 from simcluster.perf.params import count_params
 from simcluster.report.table import format_table
 from simcluster.spec import schema
@@ -18,11 +19,11 @@ def accelerators_table() -> str:
     for name in catalog.names("accelerators"):
         acc = schema.parse(AcceleratorSpec, catalog.entry("accelerators", name), name)
         peak = acc.peak_flops_per_s
-        rows.append([name, acc.memory_bytes / GiB, acc.memory_bandwidth_Bps / GB,
+        rows.append([name, acc.arch or "-", acc.memory_bytes / GiB, acc.memory_bandwidth_Bps / GB,
                      _tf(peak.get("bf16")), _tf(peak.get("fp16")), _tf(peak.get("fp8")),
                      _tf(peak.get("fp32")), acc.tdp_W])
-    return format_table(["accelerator", "mem GiB", "HBM GB/s", "bf16 TF", "fp16 TF", "fp8 TF",
-                         "fp32 TF", "TDP W"], rows)
+    return format_table(["accelerator", "arch", "mem GiB", "HBM GB/s", "bf16 TF", "fp16 TF",
+                         "fp8 TF", "fp32 TF", "TDP W"], rows)
 
 
 def models_table() -> str:
@@ -60,14 +61,33 @@ def stacks_table() -> str:
         stack = catalog.entry("stacks", name)
         flags = stack.get("execution", {})
         on = [k for k, v in flags.items() if v is True]
-        rows.append([name, " ".join(on) or "-", len(stack.get("not_modelled", [])),
-                     stack.get("description", "")])
-    return format_table(["stack", "flags on", "not modelled", "description"], rows)
+        rows.append([name, flags.get("attention", "-"), " ".join(on) or "-",
+                     len(stack.get("not_modelled", [])), stack.get("description", "")])
+    return format_table(["stack", "attention", "flags on", "not modelled", "description"], rows)
+
+
+def attention_table() -> str:
+    """One row per attention kernel and architecture with a table: forward and backward TFLOP/s
+    at head dim 128, causal, 2k and 16k tokens, and whether the loader derived a series."""
+    rows = []
+    for kernel in attention.kernel_names():
+        archs = attention.kernel_entry(kernel).get("archs", {})
+        for arch in archs:
+            t = attention.table(kernel, arch)
+            if t is None:
+                continue
+            rates = [f"{t.rate(series, True, 128, s):.0f}" for series in ("fwd", "bwd")
+                     for s in (2048, 16384)]
+            rows.append([kernel, arch, *rates, "; ".join(sorted(t.derived)) or "published"])
+        if not archs:
+            rows.append([kernel, "any", "-", "-", "-", "-", "priced op by op (GEMMs, softmax)"])
+    return format_table(["kernel", "arch", "fwd 2k", "fwd 16k", "bwd 2k", "bwd 16k",
+                         "series (TFLOP/s, hdim 128, causal; docs/catalog.md)"], rows)
 
 
 def _tf(value: float | None) -> float | None:
     return None if value is None else value / 1e12
 
 
-TABLES = {"accelerators": accelerators_table, "models": models_table,
-          "stacks": stacks_table, "topologies": topologies_table}
+TABLES = {"accelerators": accelerators_table, "attention": attention_table,
+          "models": models_table, "stacks": stacks_table, "topologies": topologies_table}

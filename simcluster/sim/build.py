@@ -11,8 +11,10 @@ gradient op also releases its micro-batch's reduce-scatter.
 
 from __future__ import annotations
 
+from simcluster.perf import comm_plan
+from simcluster.perf.kernels.comm_sms import overlap_share
 from simcluster.perf.memory import stage_chunks
-from simcluster.perf.sm_share import comm_sm_share
+from simcluster.perf.stage_work import scenario_layer_times
 from simcluster.sim.durations import Parts, StageDurations, degraded, stage_durations
 from simcluster.sim.perturb import Perturbations, ReplicaClass, replica_classes, uniform_link_factors
 from simcluster.sim.plan import GroupPlan, MsgKey, Op, Send, StagePlan, StepPlan, Zero3Pass
@@ -192,7 +194,8 @@ def build_plan(s: Scenario, pert: Perturbations | None = None) -> StepPlan:
     return StepPlan(pp=s.parallelism.pp,
                     groups=tuple(GroupPlan(c.name, c.multiplicity) for c in classes),
                     stages=stages, dp_buckets=_dp_buckets(par.pp, classes, releases),
-                    link_capacity={}, comm_sm_share=comm_sm_share(s))
+                    link_capacity={},
+                    comm_sm_share=overlap_share(s, comm_plan.groups(s).dp, scenario_layer_times(s)))
 
 
 def _dp_buckets(pp: int, classes: tuple[ReplicaClass, ...],

@@ -3,7 +3,7 @@
 :class:`CommClock` integrates the time at least one collective was in flight (a stage's DP
 buckets, or one GPU's ZeRO gathers and reduce-scatters). A compute op that started with the
 clocks at ``b0`` and ran its nominal time has overlapped ``busy(now) - b0`` seconds of them; it
-then runs on for ``share`` of that overlap (:func:`extension_s`, :mod:`simcluster.perf.sm_share`),
+then runs on for ``share`` of that overlap (:func:`extension_s`, :mod:`simcluster.perf.kernels.comm_sms`),
 again until the extra time it owes is under :data:`TOLERANCE_S` or :data:`MAX_EXTENSIONS` passes
 were made (each pass owes at most ``share`` times the one before).
 """

@@ -129,7 +129,7 @@ class StepPlan:
     link_capacity : dict[str, float]
         Link -> speed over nominal (1.0 when absent).
     comm_sm_share : float
-        Share of a GPU's SMs an in-flight collective holds (:mod:`simcluster.perf.sm_share`);
+        Share of a GPU's SMs an in-flight collective holds (:mod:`simcluster.perf.kernels.comm_sms`);
         compute beside DP and ZeRO collectives runs on for this share of the overlap (0: none).
     """
 

@@ -8,13 +8,21 @@ given.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from simcluster.spec.schema import spec_field
+from simcluster.errors import SpecError
+from simcluster.spec.schema import Context, spec_field
 
 ELEMENTWISE_MODES = ("fused", "eager")
 TP_OVERLAP_MODES = ("none", "bulk", "pipelined")
 GRAD_COPIES = ("none", "shard", "full")
 CP_COMM_TYPES = ("p2p", "all_gather")
+#: Attention kernels (simcluster/catalog/attention.yaml, perf/kernels/attention.py); math is
+#: the unfused path (scores GEMM, softmax, AV GEMM).
+ATTENTION_KERNELS = ("flash2", "flash3", "cudnn", "triton-flash", "sdpa-flash", "flash1",
+                     "xformers", "math")
+#: The fused kernel ``flash_attention: true`` means when no kernel is named.
+DEFAULT_FLASH_KERNEL = "flash2"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,8 +37,33 @@ class ExecutionSpec:
     stack: str | None = spec_field(
         None, doc="software-stack preset the flags came from (simcluster catalog stacks); null: "
         "the flags as given")
+
+    @staticmethod
+    def derive(values: dict[str, Any], context: Context) -> None:
+        """``attention`` and ``flash_attention`` from whichever is given (flash2 / true by
+        default); both given must agree (a stack's kernel under a user's ``flash_attention`` is
+        resolved by the loader first, :func:`simcluster.spec.loader.resolve_stack`)."""
+        del context
+        flash = values.get("flash_attention")
+        kernel = values.get("attention")
+        if kernel is None:
+            values["attention"] = DEFAULT_FLASH_KERNEL if flash in (None, True) else "math"
+        elif flash is None:
+            values["flash_attention"] = kernel != "math"
+        elif flash != (kernel != "math"):
+            raise SpecError("flash_attention", f"{str(flash).lower()} contradicts attention: "
+                            f"{kernel} (math is the unfused path; every other kernel is fused)")
+        values.setdefault("flash_attention", values["attention"] != "math")
     flash_attention: bool = spec_field(
-        True, doc="fused attention kernel (FlashAttention); false: scores GEMM + softmax + AV GEMM")
+        True, derived=True, doc="a fused attention kernel (true: attention is not math); the "
+        "older spelling of execution.attention: false means math, true alone means flash2")
+    attention: str = spec_field(
+        DEFAULT_FLASH_KERNEL, choices=ATTENTION_KERNELS, derived=True,
+        doc="attention kernel: flash2, flash3 (Hopper), cudnn (Transformer Engine fused "
+        "attention), triton-flash (LLM Foundry's attn_impl: triton), sdpa-flash (PyTorch SDPA), "
+        "flash1, xformers, or math (unfused scores GEMM + softmax + AV GEMM); rates by "
+        "architecture, head dimension, mask and sequence length from the kernels' published "
+        "benchmarks (simcluster catalog attention, docs/stacks.md)")
     overlap_grad_reduce: bool = spec_field(
         True, doc="DP gradient reduction overlaps the last backward (--overlap-grad-reduce)")
     overlap_param_gather: bool = spec_field(
@@ -70,9 +103,10 @@ class ExecutionSpec:
         "beside the weight-gradient GEMM) or pipelined (every pair, chunked); none: exposed")
     comm_sms: int | None = spec_field(
         None, ge=0, le=1024, doc="SMs a DP or ZeRO collective's kernel holds while it runs beside "
-        "compute, which slows that compute by comm_sms / accelerator.sms of the overlap (NCCL: one "
-        "CTA per channel); null: NCCL's channels, 2 per NIC of the node (16 on 8-NIC nodes), 2 to "
-        "32; 0: no contention. docs/des.md")
+        "compute, which then runs on the SMs left (and its memory-bound kernels on the HBM "
+        "bandwidth the collective leaves; NCCL: one CTA per channel); null: NCCL's channels, 24 "
+        "inside one node, else 2 per NIC of the node (16 on 8-NIC nodes), 2 to 32; 0: no "
+        "contention at all. docs/des.md")
     host_op_s: float = spec_field(
         0.0, unit="us", ge=0, le=10_000, doc="host time per modelled layer operator and pass "
         "(Python, dispatch, launch of its kernels): a layer pass takes at least its operators "
@@ -96,3 +130,8 @@ class ExecutionSpec:
     allocator_fragmentation: float = spec_field(
         0.15, ge=0, le=0.9, doc="caching-allocator fragmentation (reserved - allocated) / reserved "
         "of activations and transients (default: GMLake's measured average on A100)")
+
+    def __post_init__(self) -> None:
+        if self.flash_attention != (self.attention != "math"):
+            raise SpecError("flash_attention", f"{str(self.flash_attention).lower()} contradicts "
+                            f"attention: {self.attention}")

@@ -14,6 +14,8 @@ from simcluster.errors import SpecError
 from simcluster.spec.schema import spec_field
 
 DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+#: GPU architectures the kernel models key their data on (perf/kernels; "" = not stated).
+ARCHS = ("volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "")
 SCALE_UP_KINDS = ("nvswitch", "nvlink-bridge", "pcie", "nvl-domain")
 FABRICS = ("fat-tree", "rail-optimized", "single-switch")
 
@@ -123,7 +125,14 @@ class AcceleratorSpec:
     memory_efficiency : float
         Achievable fraction of memory bandwidth for streaming (memory-bound) kernels.
     attention_efficiency, attention_backward_efficiency : float
-        Flash-attention forward and backward rates over the best-shape matmul rate.
+        Fused-attention forward and backward rates over the reference matmul rate where no kernel
+        table applies (the kernels' published tables, by ``arch``, replace them:
+        :mod:`simcluster.perf.kernels.attention`).
+    arch : str
+        Architecture whose kernel tables apply (``hopper``, ``ampere`` ...).
+    power_limit_W, static_power_W : float
+        Board power limit (None: ``tdp_W``) and the power that does not scale with the SM clock:
+        a limit below the TDP slows compute-bound kernels (:mod:`simcluster.perf.kernels.clock`).
     sms : int
         Streaming multiprocessors; the share a collective's kernel takes from compute running
         beside it is ``execution.comm_sms / sms`` (0: unknown, no contention).
@@ -132,6 +141,9 @@ class AcceleratorSpec:
     name: str = spec_field("custom")
     description: str = spec_field("")
     vendor: str = spec_field("")
+    arch: str = spec_field(
+        "", choices=ARCHS, doc="architecture whose published kernel tables apply (attention "
+        "kernels, docs/catalog.md); empty: none, the efficiency model")
     memory_bytes: float = spec_field(unit="GiB", gt=0)
     memory_bandwidth_Bps: float = spec_field(unit="GBps", gt=0)
     peak_flops_per_s: dict[str, float] = spec_field(unit="TFLOPS", gt=0, keys=DTYPES)
@@ -141,13 +153,23 @@ class AcceleratorSpec:
         None, doc="tile/wave GEMM model (docs/catalog.md); replaces gemm_half_dim when given")
     memory_efficiency: float = spec_field(0.8, gt=0, le=1)
     attention_efficiency: float = spec_field(
-        0.70, gt=0, le=1, doc="fused (flash) attention forward rate over the best-shape matmul rate")
+        0.70, gt=0, le=1, doc="fused attention forward rate over the reference matmul rate, used "
+        "only where no kernel table applies (arch without one; docs/catalog.md)")
     attention_backward_efficiency: float = spec_field(
-        0.60, gt=0, le=1, doc="fused attention backward rate over the best-shape matmul rate")
+        0.60, gt=0, le=1, doc="fused attention backward rate over the reference matmul rate, "
+        "used only where no kernel table applies")
     sms: int = spec_field(
         0, ge=0, le=4096, doc="streaming multiprocessors (compute units), from the architecture "
         "whitepaper; 0: unknown, and collectives running beside compute take none of it")
     tdp_W: float = spec_field(0.0, unit="W", ge=0)
+    power_limit_W: float | None = spec_field(
+        None, unit="W", gt=0, doc="board power limit (nvidia-smi -pl); below tdp_W it lowers the "
+        "SM clock and the GEMM and attention rates with it (perf/kernels/clock.py); null: tdp_W, "
+        "where the catalog's rates were measured")
+    static_power_W: float = spec_field(
+        144.0, unit="W", ge=0, doc="power that does not scale with the SM clock (leakage, HBM, "
+        "board); default: the A100 SXM's, fitted on the Perseus locked-clock profiles "
+        "(analysis/fit_static_power.py)")
     price: AcceleratorPriceSpec | None = spec_field(None)
 
     def __post_init__(self) -> None:
@@ -156,6 +178,10 @@ class AcceleratorSpec:
         for dtype in self.matmul_efficiency:
             if dtype not in self.peak_flops_per_s:
                 raise SpecError(f"matmul_efficiency.{dtype}", "has no peak_TFLOPS entry")
+        limit = self.power_limit_W
+        if limit is not None and self.tdp_W and limit > self.tdp_W:
+            raise SpecError("power_limit_W", f"{limit:g} W is above tdp_W {self.tdp_W:g} W: the "
+                            "catalog's rates are measured at the TDP, a higher limit is not modelled")
         if self.sms and self.gemm_tiles is not None and self.gemm_tiles.sms != self.sms:
             raise SpecError("gemm_tiles.sms", f"{self.gemm_tiles.sms} differs from the "
                             f"accelerator's sms {self.sms}")

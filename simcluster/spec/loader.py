@@ -16,6 +16,7 @@ import yaml
 from simcluster import catalog, units, yamlio
 from simcluster.errors import SpecError
 from simcluster.spec import schema
+from simcluster.spec.execution import DEFAULT_FLASH_KERNEL
 from simcluster.spec.hardware import TopologySpec
 from simcluster.spec.scenario import Scenario
 
@@ -105,7 +106,21 @@ def resolve_stack(value: object) -> object:
     if not isinstance(name, str):
         raise SpecError("execution.stack", f"expected a stack preset name, got {name!r}")
     flags = catalog.entry("stacks", name, "execution.stack").get("execution", {})
-    return {**flags, **mapping}
+    return {**flags, **_legacy_flash(mapping, flags)}
+
+
+def _legacy_flash(given: dict[str, Any], flags: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``flash_attention`` given without ``attention`` on a stack picks the kernel: false, the
+    unfused ``math``; true, the stack's fused kernel (``flash2`` where the stack's is ``math``)."""
+    if "flash_attention" not in given or "attention" in given:
+        return given
+    flash = given["flash_attention"]
+    if not isinstance(flash, bool):
+        return given  # the schema reports the wrong type
+    stack_kernel = flags.get("attention", DEFAULT_FLASH_KERNEL)
+    kernel = ("math" if not flash else
+              stack_kernel if stack_kernel != "math" else DEFAULT_FLASH_KERNEL)
+    return {**given, "attention": kernel}
 
 
 def _resolve_topology_ref(value: object, base: Path) -> object:

@@ -61,8 +61,9 @@ class ModelSpec:
         ``gelu`` (2 weight matrices) or ``swiglu`` (3 weight matrices).
     vocab, seq_len : int
         Vocabulary size and training sequence length in tokens.
-    bias, position, norm
-        Linear-layer biases, position embedding (``learned`` adds ``seq_len*hidden`` weights) and
+    bias, dropout, position, norm
+        Linear-layer biases, dropout kernels in training, position embedding (``learned`` adds
+        ``seq_len*hidden`` weights) and
         normalisation (``layernorm`` has a weight and a bias, ``rmsnorm`` a weight only).
     """
 
@@ -77,6 +78,10 @@ class ModelSpec:
     seq_len: int = spec_field(ge=1, le=MAX_SEQ_LEN)
     tied_embeddings: bool = spec_field(False)
     bias: bool = spec_field(True, doc="linear layers carry biases (GPT, BLOOM) or not (Llama)")
+    dropout: bool | None = spec_field(
+        None, doc="dropout runs in training (embedding, attention probabilities, "
+        "residual branches: GPT-2/3, BLOOM); false: no dropout kernels (Llama; MPT with p = 0, "
+        "where PyTorch skips the op); default: as bias")
     position: str = spec_field("learned", choices=POSITIONS)
     norm: str = spec_field("layernorm", choices=NORMS)
     moe: MoESpec | None = spec_field(None)
@@ -90,6 +95,8 @@ class ModelSpec:
             values["ffn_hidden"] = 4 * values["hidden"]
 
     def __post_init__(self) -> None:
+        if self.dropout is None:  # as bias: the models with biases are trained with dropout
+            object.__setattr__(self, "dropout", self.bias)
         if self.hidden % self.heads:
             raise SpecError("hidden", f"{self.hidden} is not divisible by heads={self.heads}")
         if self.kv_heads > self.heads or self.heads % self.kv_heads:

@@ -109,7 +109,7 @@ def test_layer_operator_names() -> None:
     """GPT (gelu, bias, learned positions, unfused attention) and Llama (swiglu, no bias, RoPE,
     flash) operator lists."""
     gpt = [o.name for o in compute.layer_times(GPT, A100, "bf16", 1, 2048, 1,
-                                               flash_attention=False).operators]
+                                               attention="math").operators]
     assert gpt == ["norm1", "qkv", "scores", "softmax", "attn_dropout", "attn_v", "proj",
                    "dropout1", "residual1", "norm2", "mlp_up", "activation", "mlp_down",
                    "dropout2", "residual2"]
@@ -161,7 +161,7 @@ def test_recompute_policies() -> None:
     """none = 0; selective = attention-core forward; full = the whole forward."""
     def run(policy: str, flash: bool = True) -> compute.LayerTimes:
         return compute.layer_times(GPT, A100, "bf16", 1, 2048, 1, recompute=policy,
-                                   flash_attention=flash)
+                                   attention="flash2" if flash else "math")
     assert run("none").recompute_s == 0.0
     full = run("full")
     assert full.recompute_s == full.forward_s
@@ -174,14 +174,32 @@ def test_recompute_policies() -> None:
 
 
 def test_flash_attention_backward_uses_real_work() -> None:
-    """Flash backward = 2.5x the forward work at the backward efficiency (compute-bound case)."""
-    lt = compute.layer_times(LLAMA, A100, "bf16", 1, 8192, 1)
+    """Without a kernel table (an accelerator of unknown architecture) flash backward = 2.5x the
+    forward work at the backward efficiency (compute-bound case)."""
+    generic = replace(A100, arch="")
+    lt = compute.layer_times(LLAMA, generic, "bf16", 1, 8192, 1)
     attn = next(o for o in lt.operators if o.name == "attention")
     ratio = (compute.FLASH_ATTENTION_BACKWARD_WORK * A100.attention_efficiency
              / A100.attention_backward_efficiency)
     assert attn.backward_s == pytest.approx(ratio * attn.time_s)
     assert attn.flops == pytest.approx(4 * 8192**2 * 4096)  # standard (non-causal) count
     assert attn.wgrad_s == 0.0
+
+
+def test_flash_attention_takes_the_kernel_table_rate_oracle() -> None:
+    """FlashAttention-2 on the A100, head dim 128, causal, 8k: the catalog's published 182
+    TFLOP/s forward + backward (FA2 release figure), split by FA2's H100 backward/forward ratio
+    at 8k, causal, hdim 128 (fwd 333; bwd = 2.5 / (3.5/308 - 1/333) = 299.0). By hand: ratio
+    r = 299.0/333 = 0.89796; fwd = 182 (1 + 2.5/r) / 3.5 = 196.77; bwd = r fwd = 176.69 TFLOP/s.
+    The layer's attention forward is the causal work (half of 4 s^2 h) over that rate."""
+    lt = compute.layer_times(LLAMA, A100, "bf16", 1, 8192, 1, attention="flash2")
+    attn = next(o for o in lt.operators if o.name == "attention")
+    work = 0.5 * 4 * 8192**2 * 4096
+    r = (2.5 / (3.5 / 308 - 1 / 333)) / 333
+    fwd = 182e12 * (1 + 2.5 / r) / 3.5
+    assert attn.time_s == pytest.approx(work / fwd, rel=1e-12)
+    assert attn.backward_s == pytest.approx(2.5 * work / (r * fwd), rel=1e-12)
+    assert fwd / 1e12 == pytest.approx(196.77, abs=0.01)
 
 
 def test_backward_about_twice_forward_and_wgrad_share() -> None:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from simcluster.perf import comm_plan
 from simcluster.perf.collectives import collective_time
-from simcluster.perf.roofline import causal_cp_fraction
+from simcluster.perf.kernels.attention import causal_cp_fraction
 from simcluster.run.single import simulate
 from simcluster.spec import Scenario, load_scenario
 from tests.tiny import tiny_scenario

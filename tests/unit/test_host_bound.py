@@ -16,7 +16,7 @@ SMALL = schema.parse(ModelSpec, {"name": "s", "layers": 2, "hidden": 1024, "head
 
 
 def test_small_layers_take_the_hosts_time_oracle() -> None:
-    layer = layer_times(SMALL, A100, "fp16", 1, 1024, 8, recompute="full", flash_attention=False)
+    layer = layer_times(SMALL, A100, "fp16", 1, 1024, 8, recompute="full", attention="math")
     n = len(layer.operators)
     floored = host_bound(layer, 54e-6, recomputed=n)
     assert floored.forward_s == pytest.approx(n * 54e-6)  # the GPU work is shorter

@@ -34,12 +34,14 @@ def test_non_blocking_fabric_skips_tier_b() -> None:
 
 
 def test_uniform_link_degradation_slows_communication_only() -> None:
+    """Slower links slow the collectives; the compute beside them changes only by the HBM
+    bandwidth a slower collective takes (perf/kernels/comm_sms.py): within 0.1%."""
     base = simulate(load_scenario(SPINE, ["cluster.topology.scale_out.oversubscription=1"]),
                     engine="analytical")
     half = simulate(load_scenario(SPINE, ["cluster.topology.scale_out.oversubscription=1",
                                           "perturbations.link_bandwidth=[{factor: 0.5}]"]),
                     engine="analytical")
-    assert half.step.breakdown.compute == base.step.breakdown.compute
+    assert half.step.breakdown.compute == pytest.approx(base.step.breakdown.compute, rel=1e-3)
     assert half.step.dp_total_s > base.step.dp_total_s
     assert half.step.iteration_time_s > base.step.iteration_time_s
 

@@ -17,7 +17,8 @@ DEFAULT = Path(__file__).resolve().parents[2] / "scenarios" / "default.yaml"
 #: The memory environment (CUDA context, NCCL_BUFFSIZE, allocator) belongs to the machine and its
 #: settings, not to the framework: stacks leave it at its defaults.
 ENVIRONMENT = {"cuda_context_bytes", "nccl_buffsize_bytes", "allocator_fragmentation"}
-FLAGS = {f.name for f in dataclasses.fields(ExecutionSpec)} - {"stack"} - ENVIRONMENT
+#: ``flash_attention`` is the older spelling of ``attention`` (derived from it): stacks name the kernel.
+FLAGS = {f.name for f in dataclasses.fields(ExecutionSpec)} - {"stack", "flash_attention"} - ENVIRONMENT
 
 
 def _field(key: str) -> str:
@@ -41,12 +42,31 @@ def test_every_stack_loads_with_exactly_its_flags(name: str) -> None:
 def test_keys_given_with_a_stack_refine_it(tmp_path: Path) -> None:
     s = load_scenario(DEFAULT, ["execution={stack: megatron-2021, flash_attention: true}"])
     assert (s.execution.stack, s.execution.flash_attention) == ("megatron-2021", True)
+    assert s.execution.attention == "flash2"  # the stack's kernel is math: true picks flash2
     assert s.execution.grad_accumulation_fusion is False  # from the stack
     path = tmp_path / "s.yaml"
     path.write_text(DEFAULT.read_text() + "\nexecution: fsdp2-eager\n", encoding="utf-8")
     refined = load_scenario(path, ["execution.zero3_prefetch=false"])
     assert (refined.execution.stack, refined.execution.zero3_prefetch) == ("fsdp2-eager", False)
     assert refined.execution.flash_attention is True
+    assert refined.execution.attention == "sdpa-flash"  # the stack's kernel
+
+
+def test_flash_attention_is_the_older_spelling_of_attention() -> None:
+    """``flash_attention: false`` on any stack means the unfused path; ``true`` keeps the stack's
+    fused kernel; the two keys given together must agree."""
+    off = load_scenario(DEFAULT, ["execution={stack: megatron-core-2024, flash_attention: false}"])
+    assert (off.execution.attention, off.execution.flash_attention) == ("math", False)
+    on = load_scenario(DEFAULT, ["execution={stack: megatron-core-2024, flash_attention: true}"])
+    assert on.execution.attention == "cudnn"
+    plain = load_scenario(DEFAULT, ["execution={flash_attention: false}"])
+    assert plain.execution.attention == "math"
+    kernel = load_scenario(DEFAULT, ["execution={attention: flash3}"])
+    assert kernel.execution.flash_attention is True
+    with pytest.raises(SpecError) as err:
+        load_scenario(DEFAULT, ["execution={attention: cudnn, flash_attention: false}"])
+    assert err.value.key == "execution.flash_attention"
+    assert "contradicts attention: cudnn" in err.value.message
 
 
 def test_unknown_stack_names_the_key_and_the_catalog(capsys: pytest.CaptureFixture[str]) -> None:

@@ -7,7 +7,7 @@ copied here with their entry ids so the tests run without the calibration folder
 
 FLOP conventions (calibration/README.md section 5.3): matmul TFLOP/s = 2n^3/t; layer forward =
 24bsh^2 + 4bs^2h, forward + backward = 3x forward. The HF layers run unfused attention (no flash), so
-predictions use ``flash_attention=False``.
+predictions use ``attention="math"``.
 
 Tolerances, and why:
 - square matmul, fp16, n >= 1024: 15 %; n = 512: 35 % (the ``gemm_half_dim`` fit set, docs/catalog.md).
@@ -114,7 +114,7 @@ def predicted_matmul_tflops(acc: AcceleratorSpec, dtype: str, n: int) -> float:
 
 def predicted_layer_tflops(acc: AcceleratorSpec, batch: int, seq: int) -> tuple[float, float]:
     """(forward, forward + backward) TFLOP/s of one layer under the mli FLOP convention."""
-    lt = compute.layer_times(LAYER, acc, "fp16", batch, seq, tp=1, flash_attention=False)
+    lt = compute.layer_times(LAYER, acc, "fp16", batch, seq, tp=1, attention="math")
     flops = 24 * batch * seq * LAYER.hidden**2 + 4 * batch * seq**2 * LAYER.hidden
     return flops / lt.forward_s / 1e12, 3 * flops / (lt.forward_s + lt.backward_s) / 1e12
 

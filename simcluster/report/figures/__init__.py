@@ -8,9 +8,9 @@ regenerates every figure in ``docs/img``.
 
 from __future__ import annotations
 
-from simcluster.report.figures.published import busbw, goodput, validation_scatter
+from simcluster.report.figures.published import busbw, goodput, residuals, validation_scatter
 from simcluster.report.figures.step import breakdown_bars, gantt_figure, heatmap
 from simcluster.report.figures.sweep import pareto, planning
 
 __all__ = ["breakdown_bars", "busbw", "gantt_figure", "goodput", "heatmap", "pareto", "planning",
-           "validation_scatter"]
+           "residuals", "validation_scatter"]

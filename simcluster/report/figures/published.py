@@ -74,6 +74,27 @@ def validation_scatter(rows: Sequence[Row], path: str | Path, title: str = "") -
     return save(fig, path, rows)
 
 
+def residuals(rows: Sequence[Row], path: str | Path, x: str, title: str = "",
+              x_label: str = "", log_x: bool = True) -> list[Path]:
+    """Prediction error (%) against ``x``, one colour per ``group``, with the +-10% band.
+
+    Each row has ``group``, ``error`` (predicted / published - 1) and the numeric field ``x``.
+    """
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    groups = list(dict.fromkeys(str(r["group"]) for r in rows))
+    for i, group in enumerate(groups):
+        mine = [r for r in rows if r["group"] == group]
+        ax.scatter([float(r[x]) for r in mine], [100 * float(r["error"]) for r in mine], s=16,
+                   alpha=0.75, color=f"C{i}", label=f"{group} ({len(mine)})")
+    ax.axhline(0, color="black", linewidth=1)
+    ax.axhspan(-100 * BAND, 100 * BAND, color="grey", alpha=0.2, label=f"+-{BAND:.0%}")
+    if log_x:
+        ax.set_xscale("log", base=2)
+    return finish(fig, ax, path, rows, labels=(x_label or x, "error: predicted / published - 1 (%)"),
+                  title=title, legend_size=7)
+
+
 def goodput(sweep: Mapping[str, Any], path: str | Path, title: str = "") -> list[Path]:
     """Goodput against the checkpoint interval (:func:`plot_goodput_interval`: simulated mean,
     95% band, Daly's closed form, simulated/Young/Daly optima) as PNG and SVG; the CSV holds the

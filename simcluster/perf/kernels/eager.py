@@ -30,11 +30,11 @@ a training step (megabytes) the launch floor never binds; it does for tiny shape
 
 from __future__ import annotations
 
-from simcluster.perf.roofline import (
+from simcluster.perf.kernels.elementwise import (
     ELEMENTWISE_BACKWARD_BYTES_FACTOR,
-    OperatorTime,
     memory_bound_time_s,
 )
+from simcluster.perf.kernels.operator import OperatorTime
 from simcluster.spec.execution import ELEMENTWISE_MODES
 from simcluster.spec.hardware import AcceleratorSpec
 
