@@ -1,7 +1,7 @@
 """Figure: simcluster's prediction against the published number for every validation source.
 
 Evaluates the cases of the validation suite (``tests/validation``: SC'21 and Megatron v1 tables,
-torchtitan FSDP, vTrain's single-node rows, Llama 3 405B) with the analytical engine, and draws
+torchtitan FSDP, vTrain's single-node rows, the MPT tables, Llama 3 405B) with the analytical engine, and draws
 predicted against published on log-log axes with y = x and a +-10% band. Writes a PNG, an SVG and
 a CSV of every point (default: ``validation.png`` in the current directory). Needs matplotlib.
 Usage: ``python analysis/plot_validation.py [--out FILE]``.
@@ -24,7 +24,7 @@ from _inputs import output
 from simcluster.report.figures import validation_scatter
 from simcluster.run.single import simulate
 from simcluster.spec import load_scenario
-from tests.validation import megatron_v1, sc21, torchtitan, vtrain
+from tests.validation import megatron_v1, mpt, sc21, torchtitan, vtrain
 from tests.validation.test_llama3_throughput import ROWS as LLAMA3_ROWS
 from tests.validation.test_llama3_throughput import SCENARIO as LLAMA3_SCENARIO
 
@@ -53,6 +53,12 @@ def vtrain_points() -> list[dict[str, Any]]:
                    vtrain.predicted_ms(r)) for r in rows]
 
 
+def mpt_points() -> list[dict[str, Any]]:
+    """MosaicML LLM Foundry's MPT bf16 rows (A100 and H100), tokens/s per GPU."""
+    return [_point("MPT (LLM Foundry)", "tokens/s per GPU", r.id, r.tokens_per_s_per_gpu,
+                   mpt.predicted_tokens_per_gpu(r)) for r in mpt.BF16]
+
+
 def llama3_points() -> list[dict[str, Any]]:
     """Llama 3 405B's three published throughputs (range check)."""
     rows: list[tuple[str, list[str], float]] = [
@@ -70,7 +76,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--out", default=None, help="figure path (PNG; SVG and CSV beside it)")
     args = parser.parse_args(argv[1:])
     importlib.import_module("matplotlib")  # say it is missing before the evaluations
-    points = tables() + vtrain_points() + llama3_points()
+    points = tables() + vtrain_points() + mpt_points() + llama3_points()
     for source in dict.fromkeys(p["source"] for p in points):
         errors = sorted(abs(p["error"]) for p in points if p["source"] == source)
         print(f"{source:14s} {len(errors):5d} points, median |error| {errors[len(errors) // 2]:.1%}")

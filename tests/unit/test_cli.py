@@ -99,8 +99,20 @@ def test_topology_dot_to_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
 def test_catalog_lists_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "catalog")
     assert code == 0
-    for name in ("h100-sxm", "llama-3-405b", "dgx-b200", "box-4x3090ti-nvlink"):
+    for name in ("h100-sxm", "llama-3-405b", "dgx-b200", "box-4x3090ti-nvlink", "triton-flash"):
         assert name in out
+
+
+def test_catalog_attention_lists_each_kernel_table(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every kernel with its published rates per architecture (FA3 on H100: 521 / 616 TFLOP/s
+    forward at 2k / 16k, head dim 128, causal) and how each table was completed."""
+    code, out, _ = _run(capsys, "catalog", "attention")
+    assert code == 0
+    rows = {tuple(line.split()[:2]): line for line in out.splitlines()[3:] if line.strip()}
+    assert rows[("flash3", "hopper")].split()[2:4] == ["521", "616"]
+    assert "alias" in rows[("sdpa-flash", "ampere")]
+    assert ("flash3", "ampere") not in rows
+    assert "priced op by op" in rows[("math", "any")]
 
 
 def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:

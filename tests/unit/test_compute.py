@@ -202,6 +202,22 @@ def test_flash_attention_takes_the_kernel_table_rate_oracle() -> None:
     assert fwd / 1e12 == pytest.approx(196.77, abs=0.01)
 
 
+def test_dropout_follows_bias_unless_stated() -> None:
+    """GPT-style models (biases) train with dropout, Llama-style ones without; MPT has biases and
+    trains with p = 0, where PyTorch runs no kernel (``model.dropout: false``)."""
+    assert GPT.dropout is True
+    assert LLAMA.dropout is False
+    mpt_like = replace(GPT, dropout=False)
+    names = {o.name for o in compute.layer_times(mpt_like, A100, "bf16", 1, 2048, 1,
+                                                 attention="math").operators}
+    assert not names & {"dropout1", "dropout2", "attn_dropout"}
+    assert {"dropout1", "dropout2", "attn_dropout"} <= {
+        o.name for o in compute.layer_times(GPT, A100, "bf16", 1, 2048, 1,
+                                            attention="math").operators}
+    embedding = compute.embedding_times(mpt_like, A100, "bf16", 1, 2048)
+    assert "embedding_dropout" not in {o.name for o in embedding.operators}
+
+
 def test_backward_about_twice_forward_and_wgrad_share() -> None:
     """Backward is ~2x forward for a GEMM-dominated block; wgrad is about half the backward."""
     lt = compute.layer_times(GPT, A100, "bf16", 4, 2048, tp=1)
