@@ -17,6 +17,7 @@ a CP group stride ``tp``, a DP group stride ``tp*cp``, PP neighbours stride ``tp
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from simcluster.perf.collectives import CommGroup, collective_time, comm_group
@@ -170,3 +171,30 @@ def zero2_scatter_s(s: Scenario, g: Groups, params_on_gpu: float, grad_bytes: fl
     if g.dp is None or s.parallelism.zero_stage != 2:
         return 0.0
     return collective_time("reduce_scatter", params_on_gpu * grad_bytes, g.dp).time_s
+
+
+#: Megatron-LM's minimum gradient bucket, parameters (``bucket_size = max(40000000, 1000000 * dp)``).
+BUCKET_PARAMS = 40_000_000
+#: Most gradient buckets of one chunk: above it buckets grow (2**16 x 40M = 2.6e12 parameters in one
+#: chunk, far above any real model), so that the DES's bucket count stays bounded.
+MAX_BUCKETS = 2**16
+
+
+def dp_buckets(s: Scenario, g: Groups, params_on_gpu: float, grad_bytes: float,
+               final: bool = True) -> tuple[float, int]:
+    """(one bucket's collective, buckets) of the gradients of ``params_on_gpu`` parameters.
+
+    Megatron-LM's ``DistributedDataParallel`` reduces the gradients in buckets of
+    ``max(40M, 1M x dp)`` parameters, one collective each (``final``: the step's reduction,
+    :func:`dp_reduce_s`; else ZeRO-2's reduce-scatter of an earlier micro-batch,
+    :func:`zero2_scatter_s`), so every bucket pays the collective's latency: with a large DP
+    group (a ring's ``2(n-1)`` steps) that is most of the reduction. Both engines price the
+    reduction this way (the discrete-event engine runs one transfer per bucket).
+    """
+    par = s.parallelism
+    if par.dp == 1 or params_on_gpu <= 0:
+        return 0.0, 0
+    count = min(math.ceil(params_on_gpu / max(BUCKET_PARAMS, 1_000_000 * par.dp)), MAX_BUCKETS)
+    reduce = dp_reduce_s if final else zero2_scatter_s
+    one = reduce(s, g, params_on_gpu / count, grad_bytes)
+    return (one, count) if one > 0 else (0.0, 0)

@@ -100,6 +100,35 @@ def _stage_params(model: ModelSpec, tp: int, ep: int, first: bool, last: bool, p
     return StageParams(dense=dense, expert=expert)
 
 
+def all_chunk_params(model: ModelSpec, par: ParallelismSpec) -> tuple[tuple[float, ...], ...]:
+    """Per stage, the parameters (dense + expert) of each local virtual chunk: its layers pro
+    rata, the embedding on the first virtual chunk and the output layer on the last (the
+    discrete-event engine's DP buckets reduce them chunk by chunk)."""
+    return _all_chunk_params(model, par.tp, par.ep, par.pp, par.virtual_stages, par.stage_layers)
+
+
+@memoised()
+def _all_chunk_params(model: ModelSpec, tp: int, ep: int, pp: int, virtual_stages: int,
+                      stage_layers: tuple[int, ...] | None) -> tuple[tuple[float, ...], ...]:
+    kinds: dict[tuple[bool, bool], tuple[float, float]] = {}
+    out = []
+    for i, chunks in enumerate(_chunks(pp, virtual_stages, stage_layers, model.layers)):
+        kind = (i == 0, i == pp - 1)
+        if kind not in kinds:
+            empty = _stage_params(model, tp, ep, kind[0], kind[1], pp > 1, 0)
+            one = _stage_params(model, tp, ep, kind[0], kind[1], pp > 1, 1)
+            extras = empty.dense + empty.expert
+            kinds[kind] = (one.dense + one.expert - extras, extras)
+        per_layer, extras = kinds[kind]
+        params = [n * per_layer for n in chunks]
+        if i == 0:
+            params[0] += extras  # the first virtual chunk (with pp = 1 also the last)
+        elif i == pp - 1:
+            params[-1] += extras
+        out.append(tuple(params))
+    return tuple(out)
+
+
 def in_flight_units(par: ParallelismSpec, stage: int) -> tuple[int, ...]:
     """Micro-batches in flight on each virtual chunk of ``stage`` at its peak.
 

@@ -53,14 +53,16 @@ def param_gather(s: Scenario, g: Groups, held_params: float, layers: int) -> Par
 
 
 def gather_exposed_s(pg: ParamGather | None, chunk_layers: tuple[int, ...], forward_s: float,
-                     stage: int) -> float:
+                     stage: int, share: float = 0.0) -> float:
     """Seconds of ``pg`` the stage's compute waits for, once per step.
 
     ``chunk_layers``: layers of each local virtual chunk; ``forward_s``: one micro-batch's forward
     over all of them; ``stage``: the pipeline stage, whose first activation arrives after
     ``stage`` chunk forwards (every stage's gathers start with the step, so that much hides).
     Overlapped, the first chunk's first forward is the flow shop; the later chunks' gathers finish
-    while the first chunk runs its other micro-batches (assumed hidden).
+    while the first chunk runs its other micro-batches (assumed hidden). A layer's forward beside
+    the gathers runs ``1 + share`` times longer for the SMs they hold (:mod:`.kernels.comm_sms`), which
+    is as much more time for the next layer's gather to arrive in.
     """
     if pg is None:
         return 0.0
@@ -68,7 +70,7 @@ def gather_exposed_s(pg: ParamGather | None, chunk_layers: tuple[int, ...], forw
     slack = stage * forward_s / len(chunk_layers)
     if not pg.overlapped or layers == 0 or chunk_layers[0] == 0:
         return max(0.0, pg.total_s - slack)
-    per_layer = forward_s / layers
+    per_layer = forward_s / layers * (1.0 + share)
     return max(0.0, pass_exposed_s(chunk_layers[0], pg.layer_s, per_layer, 0.0, True) - slack)
 
 

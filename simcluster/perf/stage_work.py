@@ -25,7 +25,8 @@ from simcluster.perf.compute import (
     memory_operator,
     optimizer_step_time_s,
 )
-from simcluster.perf.memory import grad_bytes_of
+from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
+from simcluster.perf.memory_stage import all_chunk_params
 from simcluster.perf.zero3 import copy_in_bytes, copy_out_bytes
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
@@ -67,6 +68,68 @@ class LayerCosts:
             backward_s=n * (layer.backward_s + layer.recompute_s)
             + sum(e.backward_s for e in extras) + accumulate,
             wgrad_s=n * layer.wgrad_s + sum(e.wgrad_s for e in extras) + accumulate)
+
+
+def _per_layer_and_extras(s: Scenario, stage: int) -> tuple[float, float]:
+    """(parameters per layer, embedding or output layer) one GPU of ``stage`` holds."""
+    par = s.parallelism
+
+    def params(layers: int) -> float:
+        p = stage_params(s.model, par, stage, layers)
+        return p.dense + p.expert
+
+    extras = params(0)
+    return params(1) - extras, extras
+
+
+def _with_extras(s: Scenario, stage: int, chunks: tuple[int, ...], per_layer: float,
+                 extras: float) -> tuple[float, ...]:
+    out = [n * per_layer for n in chunks]
+    if stage == 0:
+        out[0] += extras  # the first virtual chunk (with pp = 1 also the last)
+    elif stage == s.parallelism.pp - 1:
+        out[-1] += extras
+    return tuple(out)
+
+
+def chunk_params(s: Scenario, stage: int, chunks: tuple[int, ...]) -> tuple[float, ...]:
+    """Parameters per local chunk of ``stage``: layers pro rata, embedding on the first virtual
+    chunk and the output layer (or tied copy) on the last
+    (:func:`simcluster.perf.memory.stage_params`)."""
+    return _with_extras(s, stage, chunks, *_per_layer_and_extras(s, stage))
+
+
+def stage_chunk_params(s: Scenario) -> tuple[tuple[float, ...], ...]:
+    """:func:`chunk_params` of every stage
+    (:func:`simcluster.perf.memory_stage.all_chunk_params`)."""
+    return all_chunk_params(s.model, s.parallelism)
+
+
+def virtual_stage_times(s: Scenario, costs: LayerCosts, speeds: tuple[float, ...]
+                        ) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """One micro-batch's forward and full backward on every virtual stage ``vs = c pp + i``
+    (chunk ``c`` of stage ``i``), seconds: the discrete-event engine's op durations
+    (:func:`simcluster.sim.durations.chunk_times`, the same spans of ``costs``, the scenario's
+    :func:`layer_costs`), exposed TP/CP/EP communication included, each stage's compute at its
+    ``speeds`` (slow GPUs)."""
+    par = s.parallelism
+    (tp_f, tp_b), (cp_f, cp_b), (ep_f, ep_b) = costs.tp, costs.cp, costs.ep
+    comm_f, comm_b = tp_f + cp_f + ep_f, tp_b + cp_b + ep_b
+    n_virtual = par.pp * par.virtual_stages
+    forward = [0.0] * n_virtual
+    backward = [0.0] * n_virtual
+    spans: dict[tuple[int, bool, bool, float, float], tuple[float, float]] = {}
+    for i, (chunks, params) in enumerate(zip(stage_chunks(par, s.model.layers),
+                                             stage_chunk_params(s), strict=True)):
+        for c, (n, held) in enumerate(zip(chunks, params, strict=True)):
+            vs = c * par.pp + i
+            key = (n, vs == 0, vs == n_virtual - 1, held, speeds[i])
+            if key not in spans:  # most chunks are alike
+                work = costs.span(n, key[1], key[2], held)
+                spans[key] = (work.forward_s / speeds[i] + n * comm_f,
+                              work.backward_s / speeds[i] + n * comm_b)
+            forward[vs], backward[vs] = spans[key]
+    return tuple(forward), tuple(backward)
 
 
 def layer_costs(s: Scenario, groups: comm_plan.Groups) -> LayerCosts:

@@ -7,24 +7,35 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
    loss, plus the exposed TP, CP and EP communication of those layers (:mod:`.comm_plan`), plus
    the unfused gradient-accumulation pass when ``execution.grad_accumulation_fusion`` is off
    (:mod:`.stage_work`, which times the discrete-event engine's chunks too).
-2. Pipeline: ``m`` micro-batches on the slowest stage, plus the schedule's fill and drain computed
-   with the average stage (:mod:`.pipeline`), plus pipeline sends on the critical path.
-3. Data-parallel reduction after the stage's last backward: the part the drain does not hide
-   (stage ``i`` finishes its backward about ``i`` micro-batch backward times before stage 0), less
-   what overlaps the last backward when ``execution.overlap_grad_reduce`` is on. ZeRO-2 adds a
-   reduce-scatter per earlier micro-batch, exposed only where it outruns a micro-batch's compute
-   (the DP stream is serial, so the excess piles up). ZeRO-3 instead gathers and reduce-scatters
-   layer by layer every micro-batch, hidden behind the layers' compute as far as prefetching
-   allows (:mod:`.zero3`).
-   The DP and ZeRO collectives hidden behind the stage's own compute slow that compute by the
-   SMs their kernels hold (:mod:`.kernels.comm_sms`; ``execution.comm_sms``), charged to compute.
+2. Pipeline: ``m`` micro-batches on the critical stage (the most work per micro-batch, its
+   blocking sends included), plus the schedule's fill and drain computed with the average stage
+   (:mod:`.pipeline`), plus pipeline sends on the critical path (the critical stage's own, one
+   each way per micro-batch chunk but none out of the last virtual stage or into the first, and
+   one each way per other stage for the fill and drain). Interleaved 1F1B with unequal virtual
+   stages (an uneven ``stage_layers``, or a slow GPU's stage) runs in lockstep rounds the closed
+   form does not see: its pipeline is the longest path through the op order instead
+   (:mod:`.interleave`).
+3. Data-parallel reduction (:mod:`.dp_overlap`): each chunk's gradients in Megatron-LM's buckets,
+   each bucket paying the collective's latency (:func:`.comm_plan.dp_buckets`), released while
+   the op completing them runs (the backward, or ZB-H1's weight-gradient op ``W``) on a serial DP
+   stream; exposed is what outlasts the stage's last op less the drain (stage ``i`` ends its
+   backward about ``i`` chunk backwards before stage 0). ZeRO-2 adds a reduce-scatter per earlier
+   micro-batch, exposed only where it outruns a micro-batch's compute (the DP stream is serial,
+   so the excess piles up). ZeRO-3 instead gathers and reduce-scatters layer by layer every
+   micro-batch, hidden behind the layers' compute as far as prefetching allows (:mod:`.zero3`;
+   under ZB-H1 the reduce-scatters behind ``W`` alone).
+   The DP and ZeRO collectives beside compute slow it by the SMs their kernels hold and the HBM
+   bandwidth they take (:mod:`.kernels.comm_sms`; ``execution.comm_sms``), charged to compute:
+   on the critical path lie the last micro-batch's backward ops on every virtual stage, each
+   beside its own chunk's buckets.
 4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
 5. Slow GPUs (``perturbations.gpu_slowdown``, :mod:`.slowdown`): a slow GPU's TP group runs its
    compute (forward, backward, weight gradient, optimizer) at the GPU's speed; its communication
    is unchanged (links, not SMs, bound it), as in the iteration engine. The slowed stage may
    become the critical stage, and its longer compute enters the fill and drain through the average
-   stage. DP replicas run independently until the gradient reduction, where every replica waits
-   for the slowest, so the step is the slowest perturbed replica's (steps 1-4 with its speeds).
+   stage (interleaved: through the longest path, item 2). DP replicas run independently until
+   the gradient reduction, where every replica waits for the slowest, so the step is the slowest
+   perturbed replica's (steps 1-4 with its speeds).
 
 Left out, stated: data loading, logging, kernel launch gaps, host-side jitter (category
 ``other`` is 0), and contention between concurrent collectives (the flow-level tier models it).
@@ -37,14 +48,20 @@ from dataclasses import dataclass, fields
 
 from simcluster.perf import comm_plan
 from simcluster.perf.cache import memoised
+from simcluster.perf.dp_overlap import StageShape, dp_exposed_s
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
 from simcluster.perf.kernels.comm_sms import contention_s, overlap_share
-from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
+from simcluster.perf.memory import stage_chunks, stage_params
 from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
-from simcluster.perf.param_gather import ParamGather, gather_exposed_s, gather_total_s, param_gather
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.slowdown import replica_stage_speeds
-from simcluster.perf.stage_work import layer_costs, optimizer_s, scenario_layer_times
+from simcluster.perf.stage_work import (
+    LayerCosts,
+    layer_costs,
+    optimizer_s,
+    scenario_layer_times,
+    virtual_stage_times,
+)
 from simcluster.perf.zero3 import zero3_layer, zero3_step_s
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -84,6 +101,7 @@ class StageTimes:
     tp_s: float
     cp_s: float
     ep_s: float
+    backward_comm_s: float = 0.0  # the backward's share of tp_s + cp_s + ep_s
 
     @property
     def total_s(self) -> float:
@@ -109,34 +127,21 @@ class StepEstimate:
         return self.breakdown.bubble / self.iteration_time_s if self.iteration_time_s else 0.0
 
 
-@dataclass(frozen=True, slots=True)
-class _Stage:
-    """What a pipeline stage's times depend on: its layers, ends and parameters held."""
-
-    layers: int
-    first: bool
-    last: bool
-    held: float  # dense + expert parameters on one GPU
-    expert: float = 0.0  # the expert parameters among them
-
-
-def _stages(s: Scenario) -> tuple[_Stage, ...]:
+def _stages(s: Scenario) -> tuple[StageShape, ...]:
     par = s.parallelism
     last = par.pp - 1
-    return tuple(_Stage(n, i == 0, i == last, params.dense + params.expert, params.expert)
+    return tuple(StageShape(n, i == 0, i == last, params.dense + params.expert, params.expert)
                  for i, (n, params) in enumerate(zip(stage_layer_counts(par, s.model.layers),
                                                      all_stage_params(s.model, par),
                                                      strict=True)))
 
 
-def _stage_times(s: Scenario, groups: comm_plan.Groups, stages: tuple[_Stage, ...]
-                 ) -> tuple[StageTimes, ...]:
+def _stage_times(costs: LayerCosts, stages: tuple[StageShape, ...]) -> tuple[StageTimes, ...]:
     """Per-micro-batch times of every pipeline stage (its chunks as one span,
     :mod:`.stage_work`); stages alike (same layers and ends: the middle ones of an even split)
     share one computed value."""
-    costs = layer_costs(s, groups)
     (tp_f, tp_b), (cp_f, cp_b), (ep_f, ep_b) = costs.tp, costs.cp, costs.ep
-    done: dict[_Stage, StageTimes] = {}
+    done: dict[StageShape, StageTimes] = {}
     for stage in stages:
         if stage in done:
             continue
@@ -145,7 +150,8 @@ def _stage_times(s: Scenario, groups: comm_plan.Groups, stages: tuple[_Stage, ..
         done[stage] = StageTimes(
             forward_compute_s=work.forward_s, backward_compute_s=work.backward_s,
             wgrad_s=work.wgrad_s,
-            tp_s=n * (tp_f + tp_b), cp_s=n * (cp_f + cp_b), ep_s=n * (ep_f + ep_b))
+            tp_s=n * (tp_f + tp_b), cp_s=n * (cp_f + cp_b), ep_s=n * (ep_f + ep_b),
+            backward_comm_s=n * (tp_b + cp_b + ep_b))
     return tuple(done[stage] for stage in stages)
 
 
@@ -160,73 +166,54 @@ def _fill_drain_s(s: Scenario, stages: tuple[StageTimes, ...]) -> float:
                          wgrad if par.schedule == "zb-h1" else 0.0)
 
 
-def _pp_comm_s(s: Scenario, groups: comm_plan.Groups) -> float:
-    """Pipeline sends on the critical path: one each way per micro-batch chunk, plus fill/drain."""
+def _sends_per_micro_batch(s: Scenario, stage: int) -> int:
+    """Pipeline sends a stage makes per micro-batch: one each way per virtual chunk, but the
+    first virtual stage sends no input gradient and the last no output (the loss is local)."""
+    par = s.parallelism
+    if par.pp == 1:
+        return 0
+    return 2 * par.virtual_stages - (stage == 0) - (stage == par.pp - 1)
+
+
+def _pp_comm_s(s: Scenario, message: float, stage: int) -> float:
+    """Pipeline sends on the critical path through ``stage``: its own for every micro-batch,
+    plus one each way per other stage for the fill and the drain."""
     par = s.parallelism
     if par.pp == 1:
         return 0.0
-    message = comm_plan.pp_message_s(s, groups)
-    return 2 * message * (par.micro_batches * par.virtual_stages + par.pp - 1)
+    return message * (par.micro_batches * _sends_per_micro_batch(s, stage) + 2 * (par.pp - 1))
 
 
-def _dp_collectives_s(s: Scenario, groups: comm_plan.Groups,
-                      shapes: tuple[_Stage, ...]) -> dict[float, tuple[float, float]]:
-    """Parameters held -> (final DP reduction, ZeRO-2 scatter) seconds, once per distinct count."""
-    grad = grad_bytes_of(s)
-    return {held: (comm_plan.dp_reduce_s(s, groups, held, grad),
-                   comm_plan.zero2_scatter_s(s, groups, held, grad))
-            for held in {shape.held: None for shape in shapes}}
+def _pipeline_s(s: Scenario, costs: LayerCosts, stages: tuple[StageTimes, ...],
+                speeds: tuple[float, ...], message: float, crit: int) -> tuple[float, float]:
+    """(bubble, pipeline sends) on the critical path through stage ``crit``.
 
-
-def _gathers(s: Scenario, groups: comm_plan.Groups,
-             shapes: tuple[_Stage, ...]) -> dict[tuple[float, int], ParamGather | None]:
-    """(parameters held, layers) -> the stage's ZeRO-1/2 parameter all-gather."""
-    return {key: param_gather(s, groups, *key)
-            for key in {(shape.held, shape.layers): None for shape in shapes}}
-
-
-def _dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTimes, ...],
-                  shapes: tuple[_Stage, ...]) -> tuple[float, float, float, float]:
-    """(exposed, total on the critical stage, hidden, hidden behind the stage's own compute)
-    data-parallel seconds; what the drain or the wait for the first activation hides runs beside
-    an idle GPU, so only the last part takes SMs from compute (:mod:`.kernels.comm_sms`)."""
+    The closed form (:func:`_fill_drain_s`, :func:`_pp_comm_s`), except for interleaved 1F1B
+    whose virtual stages are unequal (an uneven ``stage_layers``, or a slow GPU's stage): there
+    the pipeline's step is the longest path through the op order (:mod:`.interleave`), and the
+    bubble is what it adds to the critical stage's work and sends.
+    """
     par = s.parallelism
-    overlapped, gpipe = s.execution.overlap_grad_reduce, par.schedule == "gpipe"
-    earlier = par.micro_batches - 1
-    collectives = _dp_collectives_s(s, groups, shapes)
-    gathers = _gathers(s, groups, shapes)
-    chunks = stage_chunks(par, s.model.layers)
-    best = (0.0, 0.0, 0.0, 0.0)
-    for i, (shape, st) in enumerate(zip(shapes, stages, strict=True)):
-        final, scatter = collectives[shape.held]
-        gather = gathers[(shape.held, shape.layers)]
-        slack = i * st.backward_compute_s  # stage i ends its backward earlier by the drain
-        overlap = st.backward_compute_s if overlapped else 0.0
-        exposed = final - min(final, slack + overlap)
-        behind = min(final, slack + overlap) - min(final, slack)
-        # ZeRO-2 (pp = 1): each earlier micro-batch's reduce-scatter runs behind the next one's
-        # compute (only its backward under GPipe, whose forwards all come first) on the serial DP
-        # stream; what outruns the compute is a backlog at the end.
-        window = st.total_s
-        if gpipe:
-            window -= st.forward_compute_s + (st.tp_s + st.cp_s + st.ep_s) / 3
-        exposed += earlier * max(0.0, scatter - window)
-        behind += earlier * min(scatter, window)
-        total = final + earlier * scatter
-        if gather is not None:  # after the optimizer step: nothing of this step hides it
-            gather_exposed = gather_exposed_s(gather, chunks[i], st.forward_compute_s, i)
-            gather_total = gather_total_s(gather, sum(chunks[i]))
-            exposed += gather_exposed
-            total += gather_total
-            if gather.overlapped:  # the part the wait for the first activation hides is idle
-                slack_f = i * st.forward_compute_s / len(chunks[i])
-                behind += max(0.0, gather_total - gather_exposed - slack_f)
-        if i == 0 or exposed > best[0]:  # the first stage with the most exposed, as max() picks
-            best = (exposed, total, total - exposed, behind)
-    return best
+    if par.pp == 1:
+        return 0.0, 0.0
+    sends = _pp_comm_s(s, message, crit)
+    if par.schedule != "interleaved" or par.micro_batches % par.pp:
+        return _fill_drain_s(s, stages), sends
+    # numpy, loaded on first use (the CLI starts without it: tests/unit/test_cli_startup.py)
+    from simcluster.perf.interleave import interleaved_makespan_s, needs_lattice
+
+    if not (needs_lattice(stage_chunks(par, s.model.layers)) or len(set(speeds)) > 1):
+        return _fill_drain_s(s, stages), sends
+    forward, backward = virtual_stage_times(s, costs, speeds)
+    pipeline = interleaved_makespan_s(par.pp, par.micro_batches, par.virtual_stages, forward,
+                                      backward, message)
+    bubble = pipeline - par.micro_batches * stages[crit].total_s - sends
+    if bubble < 0.0:  # the critical stage waits less than the fill and drain sends count
+        return 0.0, max(0.0, sends + bubble)
+    return bubble, sends
 
 
-def _optimizer_s(s: Scenario, shapes: tuple[_Stage, ...], speeds: tuple[float, ...]) -> float:
+def _optimizer_s(s: Scenario, shapes: tuple[StageShape, ...], speeds: tuple[float, ...]) -> float:
     """The slowest stage's optimizer step (each at its compute ``speeds``)."""
     worst = 0.0
     # distinct (count, speed) pairs, first-seen order
@@ -272,24 +259,33 @@ def _estimate(s: Scenario, speeds: tuple[float, ...]) -> StepEstimate:
     par = s.parallelism
     groups = comm_plan.groups(s)
     shapes = _stages(s)
-    stages = _slowed(_stage_times(s, groups, shapes), speeds)
-    crit = max(stages, key=lambda st: st.total_s)
+    costs = layer_costs(s, groups)
+    stages = _slowed(_stage_times(costs, shapes), speeds)
+    message = comm_plan.pp_message_s(s, groups) if par.pp > 1 else 0.0
+    # the critical stage: the most work per micro-batch, its blocking sends included (the end
+    # stages make one send fewer per micro-batch than the others)
+    totals = [st.total_s for st in stages]
+    worst = max(range(par.pp), key=totals.__getitem__)
+    if par.pp > 1 and worst in (0, par.pp - 1):
+        worst = max((0, par.pp - 1, max(range(1, par.pp - 1), key=totals.__getitem__, default=0)),
+                    key=lambda i: totals[i] + _sends_per_micro_batch(s, i) * message)
+    crit = stages[worst]
     m = par.micro_batches
+    bubble, sends = _pipeline_s(s, costs, stages, speeds, message, worst)
     # ZeRO-3 is only allowed with pp = 1 (spec/checks.py), so stage 0 holds every parameter; its
     # gradients are reduce-scattered layer by layer (perf.zero3), not by the DP buckets.
     layer = zero3_layer(s, groups, stage_params(s.model, par, 0, s.model.layers).dense)
     if layer is None:
-        dp_exposed, dp_total, dp_hidden, behind = _dp_exposed_s(s, groups, stages, shapes)
+        dp_exposed, dp_total, dp_hidden, behind = dp_exposed_s(s, groups, stages, shapes)
     else:  # pp = 1: every hidden gather and reduce-scatter runs beside the layers' compute
         dp_exposed, dp_total = zero3_step_s(s, layer, crit.forward_compute_s,
-                                            crit.backward_compute_s)
+                                            crit.backward_compute_s, crit.wgrad_s)
         dp_hidden = behind = dp_total - dp_exposed
     breakdown = TimeBreakdown(
         compute=m * (crit.forward_compute_s + crit.backward_compute_s)
         + contention_s(overlap_share(s, groups.dp, scenario_layer_times(s)), behind),
         tp_comm=m * crit.tp_s, cp_comm=m * crit.cp_s, ep_comm=m * crit.ep_s,
-        pp_comm=_pp_comm_s(s, groups), dp_comm=dp_exposed,
-        bubble=_fill_drain_s(s, stages) if par.pp > 1 else 0.0,
+        pp_comm=sends, dp_comm=dp_exposed, bubble=bubble,
         optimizer=_optimizer_s(s, shapes, speeds))
     return StepEstimate(
         iteration_time_s=breakdown.total_s, breakdown=breakdown, stages=stages,

@@ -125,17 +125,29 @@ def pass_exposed_s(layers: int, before_s: float, compute_s: float, after_s: floa
 
 
 def zero3_step_s(s: Scenario, layer: Zero3Layer | None, forward_s: float,
-                 backward_s: float) -> tuple[float, float]:
+                 backward_s: float, wgrad_s: float = 0.0) -> tuple[float, float]:
     """(exposed, total) ZeRO-3 communication of a step (pp = 1).
 
     ``forward_s`` and ``backward_s`` are one micro-batch's forward and backward compute (recompute
-    included), spread evenly over the layers; each virtual chunk is one pass.
+    included), spread evenly over the layers; each virtual chunk is one pass. Under ZB-H1 the
+    backward is two passes (:func:`simcluster.sim.schedules.zb_h1`): the input gradient ``Bi``,
+    which needs the gathered parameters, then the weight gradient ``W`` (``wgrad_s`` of the
+    backward), after which each layer's gradients are reduce-scattered, so the reduce-scatters
+    hide behind ``W`` alone rather than the whole backward.
     """
     if layer is None:
         return 0.0, 0.0
     n, m = s.model.layers, s.parallelism.micro_batches
     prefetch = s.execution.zero3_prefetch
-    exposed = sum(pass_exposed_s(k, layer.gather_s, forward_s / n, 0.0, prefetch)
-                  + pass_exposed_s(k, layer.gather_s, backward_s / n, layer.scatter_s, prefetch)
-                  for k in stage_chunks(s.parallelism, n)[0])
+    split = s.parallelism.schedule == "zb-h1"
+    exposed = 0.0
+    for k in stage_chunks(s.parallelism, n)[0]:
+        exposed += pass_exposed_s(k, layer.gather_s, forward_s / n, 0.0, prefetch)
+        if split:
+            exposed += (pass_exposed_s(k, layer.gather_s, (backward_s - wgrad_s) / n, 0.0,
+                                       prefetch)
+                        + pass_exposed_s(k, 0.0, wgrad_s / n, layer.scatter_s, prefetch))
+        else:
+            exposed += pass_exposed_s(k, layer.gather_s, backward_s / n, layer.scatter_s,
+                                      prefetch)
     return m * exposed, m * n * (2 * layer.gather_s + layer.scatter_s)

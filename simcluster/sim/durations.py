@@ -15,24 +15,16 @@ A link-degraded variant is the same scenario with the topology's bandwidth scale
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 from simcluster.perf import comm_plan
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.param_gather import ParamGather, param_gather
-from simcluster.perf.stage_work import layer_costs, optimizer_s
+from simcluster.perf.stage_work import chunk_params, layer_costs, optimizer_s
 from simcluster.perf.zero3 import Zero3Layer, zero3_layer
 from simcluster.spec.scenario import Scenario
 
 Parts = tuple[tuple[str, float], ...]
-
-#: Megatron-LM's minimum gradient bucket, parameters (``bucket_size = max(40000000, 1000000 * dp)``).
-BUCKET_PARAMS = 40_000_000
-#: Most gradient buckets of one chunk: above it buckets grow (2**16 x 40M = 2.6e12 parameters in one
-#: chunk, far above any real model), so that the DES's bucket count stays bounded.
-MAX_BUCKETS = 2**16
-
 
 @dataclass(frozen=True, slots=True)
 class ChunkTimes:
@@ -99,25 +91,6 @@ def chunk_times(s: Scenario, groups: comm_plan.Groups,
     return tuple(out)
 
 
-def chunk_params(s: Scenario, stage: int, chunks: tuple[int, ...]) -> tuple[float, ...]:
-    """Parameters per local chunk: layers pro rata, embedding on the first virtual chunk and the
-    output layer (or tied copy) on the last (:func:`simcluster.perf.memory.stage_params`)."""
-    par = s.parallelism
-
-    def params(layers: int) -> float:
-        p = stage_params(s.model, par, stage, layers)
-        return p.dense + p.expert
-
-    per_layer = params(1) - params(0)
-    extras = params(0)
-    out = [n * per_layer for n in chunks]
-    if stage == 0:
-        out[0] += extras  # the first virtual chunk (with pp = 1 also the last)
-    elif stage == par.pp - 1:
-        out[-1] += extras
-    return tuple(out)
-
-
 def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float,
                   final: bool = True,
                   seen: dict[tuple[float, bool], tuple[float, ...]] | None = None
@@ -130,13 +103,8 @@ def _bucket_works(s: Scenario, groups: comm_plan.Groups, params: float,
         if found is None:
             found = seen[(params, final)] = _bucket_works(s, groups, params, final)
         return found
-    par = s.parallelism
-    if par.dp == 1 or params <= 0:
-        return ()
-    count = min(math.ceil(params / max(BUCKET_PARAMS, 1_000_000 * par.dp)), MAX_BUCKETS)
-    reduce = comm_plan.dp_reduce_s if final else comm_plan.zero2_scatter_s
-    one = reduce(s, groups, params / count, grad_bytes_of(s))
-    return (one,) * count if one > 0 else ()
+    one, count = comm_plan.dp_buckets(s, groups, params, grad_bytes_of(s), final)
+    return (one,) * count
 
 
 def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:

@@ -68,8 +68,10 @@ def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
                            request.layouts or section.get("layouts", "search"),
                            config.LAYOUT_MODES, "" if request.layouts else label)
     wanted = request.objective or section.get("objective", "step_time_s")
+    if isinstance(wanted, str):  # anything else (a list, a mapping) is refused as not a choice
+        wanted = config.ALIASES.get(wanted, wanted)
     objective = check_choice("--objective" if request.objective else "sweep.objective",
-                             config.ALIASES.get(wanted, wanted), tuple(config.OBJECTIVES),
+                             wanted, tuple(config.OBJECTIVES),
                              "" if request.objective else label)
     check_choice("--contention", request.contention, CONTENTION_MODES)
     vary = config.as_mapping(section.get("vary", {}), "sweep.vary", label)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from simcluster.cli import main
+from simcluster.perf import comm_plan
 from simcluster.sim import durations
 from simcluster.spec import load_scenario
 
@@ -39,6 +40,6 @@ def test_absurd_sizes_are_refused_naming_key_and_limit(capsys: pytest.CaptureFix
 def test_gradient_buckets_are_capped_per_chunk() -> None:
     huge = load_scenario(DEFAULT, ("model.hidden=1048576",))
     stages = durations.stage_durations(huge)
-    assert max(len(b) for st in stages for b in st.buckets) == durations.MAX_BUCKETS
+    assert max(len(b) for st in stages for b in st.buckets) == comm_plan.MAX_BUCKETS
     normal = durations.stage_durations(load_scenario(DEFAULT))
-    assert max(len(b) for st in normal for b in st.buckets) < durations.MAX_BUCKETS
+    assert max(len(b) for st in normal for b in st.buckets) < comm_plan.MAX_BUCKETS

@@ -123,6 +123,7 @@ def test_bad_flags_exit_2_with_one_line(tiny: Path, capsys: pytest.CaptureFixtur
     ({"options": [{"name": "a"}, {"name": "a"}]}, "sweep.options[1].name"),
     ({"constraints": {"max_days": -1}}, "sweep.constraints.max_days: expected a number >= 0"),
     ({"objective": "speed"}, "sweep.objective: 'speed' is not one of"),
+    ({"objective": ["cost_usd"]}, "sweep.objective: ['cost_usd'] is not one of"),
     ({"rerank": 5000}, "sweep.rerank: 5000 is more than 1000"),
     ({"options": [{"name": "big", "set": {"cluster.nodes": "many"}}]}, "cluster.nodes"),
 ])

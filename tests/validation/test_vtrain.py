@@ -40,7 +40,10 @@ from tests.validation.vtrain import (
 
 ENGINES = ["analytical", "des"]
 MEDIAN_TOLERANCE = {"analytical": 0.06, "des": 0.06}
-P90_TOLERANCE = {"analytical": 0.22, "des": 0.22}
+# The analytical p90 moved from 0.218 to 0.220 when the closed form began to price the DP
+# reduction in Megatron's buckets as the DES does (issue: closed form vs DES on sweeps): its
+# median distance to the DES on these rows fell from 0.5% to 0.03%.
+P90_TOLERANCE = {"analytical": 0.225, "des": 0.22}
 TP_ONLY_MEDIAN_TOLERANCE = 0.08
 TP_ONLY_BIAS = 0.05
 TARGET = 0.10

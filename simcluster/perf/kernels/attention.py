@@ -36,8 +36,9 @@ scaled by the ratio of the two dense 16-bit peaks (an H200 as the H100 SXM; an H
 differ in SMs and clocks. That transfer is an estimate wherever it applies. Accelerators with no
 ``arch`` or no table for the kernel, and dtypes the kernels do not run (fp32, tf32), fall back to
 ``attention_efficiency`` and ``attention_backward_efficiency`` of the accelerator's reference
-matmul rate (the model before kernel tables; docs/catalog.md says where). FP8 layers run attention from the 16-bit tables (Transformer Engine keeps
-attention in bf16 unless FP8 attention is asked for).
+matmul rate (the model before kernel tables; docs/catalog.md says where). FP8 layers run attention
+from the 16-bit tables (Transformer Engine keeps attention in bf16 unless FP8 attention is asked
+for).
 """
 
 from __future__ import annotations
