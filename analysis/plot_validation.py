@@ -2,8 +2,9 @@
 
 Evaluates the cases of the validation suite (``tests/validation``: SC'21 and Megatron v1 tables,
 torchtitan FSDP, vTrain's single-node rows, the MPT tables, Llama 3 405B) with the analytical
-engine, and draws predicted against published on log-log axes with y = x and a +-10% band. Writes a PNG, an SVG and
-a CSV of every point (default: ``validation.png`` in the current directory). Needs matplotlib.
+engine, and draws predicted against published on log-log axes with y = x and a +-10% band. Writes a
+PNG, an SVG and a CSV of every point (default: ``validation.png`` in the current directory). Needs
+matplotlib.
 Usage: ``python analysis/plot_validation.py [--out FILE]``.
 """
 

@@ -10,7 +10,9 @@ tuples, floats). No result changes: ``tests/unit/test_perf_cache.py`` pins ~200 
 Spec classes with a ``dict`` field (:class:`~simcluster.spec.hardware.AcceleratorSpec`, hence
 :class:`~simcluster.spec.hardware.TopologySpec`) cannot be hashed; a cached function takes them
 wrapped in :class:`Keyed`, which hashes and compares a hashable projection that holds every field
-the function reads (:func:`accelerator_key`, :func:`fabric_key`). Nothing is keyed on ``id()``.
+the function reads (:func:`accelerator_key`, :func:`fabric_key`). No cache is keyed on ``id()``;
+:func:`accelerator_key` remembers the key it built for the spec object it was last given (the
+object itself is held and compared with ``is``, so an ``id`` is never reused while remembered).
 
 :func:`clear_caches` empties every cache (tests; a benchmark's cold start).
 """
@@ -53,6 +55,7 @@ def clear_caches() -> None:
     """Empty every cache of :mod:`simcluster.perf` (results never depend on it)."""
     for clear in _CLEARERS:
         clear()
+    _ACCELERATOR_KEYS.clear()
 
 
 @dataclasses.dataclass(frozen=True, slots=True, eq=False)
@@ -80,9 +83,22 @@ def _frozen(value: object) -> Hashable:
     return value
 
 
+#: id -> (spec, key) of the accelerator specs :func:`accelerator_key` saw last (a sweep's layouts
+#: share one spec object; building the key field by field cost a tenth of a layout's time).
+_ACCELERATOR_KEYS: dict[int, tuple[AcceleratorSpec, tuple[Hashable, ...]]] = {}
+_ACCELERATOR_KEYS_MAX = 64
+
+
 def accelerator_key(acc: AcceleratorSpec) -> tuple[Hashable, ...]:
     """Every field of ``acc``, dicts as item tuples (the whole spec: any field may be read)."""
-    return tuple(_frozen(getattr(acc, f.name)) for f in dataclasses.fields(acc))
+    seen = _ACCELERATOR_KEYS.get(id(acc))
+    if seen is not None and seen[0] is acc:
+        return seen[1]
+    key = tuple(_frozen(getattr(acc, f.name)) for f in dataclasses.fields(acc))
+    if len(_ACCELERATOR_KEYS) >= _ACCELERATOR_KEYS_MAX:
+        _ACCELERATOR_KEYS.clear()
+    _ACCELERATOR_KEYS[id(acc)] = (acc, key)
+    return key
 
 
 def keyed_accelerator(acc: AcceleratorSpec) -> Keyed[AcceleratorSpec]:

@@ -18,8 +18,8 @@ from simcluster.perf.kernels.attention import (
     CAUSAL_WORK_FRACTION,
     FLASH_ATTENTION_BACKWARD_WORK,
     causal_cp_fraction,
-    check_kernel,
     fused_attention_operator,
+    resolve_kernel,
 )
 from simcluster.perf.kernels.elementwise import (
     ADAM_BYTES_PER_PARAM,
@@ -217,7 +217,7 @@ def _times(operators: list[OperatorTime], recompute_s: float) -> LayerTimes:
 
 def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch: int,
                 seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = False,
-                recompute: str = "none", attention: str = "flash2", *, ep: int = 1,
+                recompute: str = "none", attention: str = "auto", *, ep: int = 1,
                 causal: bool = True, elementwise: str = "fused",
                 host_op_s: float = 0.0, cp_load_balance: bool = True) -> LayerTimes:
     """Forward, backward and recompute time of one transformer block on one GPU.
@@ -244,7 +244,8 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
         ``none`` (0), ``selective`` (attention-core forward again) or ``full`` (whole forward).
     attention : str
         The attention kernel (``execution.attention``): a fused kernel priced from its published
-        tables, or ``math``: scores GEMM + softmax (+ dropout) + AV GEMM.
+        tables (``auto``: the fastest for the architecture), or ``math``: scores GEMM + softmax
+        (+ dropout) + AV GEMM.
     ep : int
         Expert-parallel size (MoE only): ``experts/ep`` local experts, balanced routing.
     causal : bool
@@ -266,9 +267,9 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     """
     if recompute not in RECOMPUTE:
         raise SpecError("recompute", f"{recompute!r} is not one of {list(RECOMPUTE)}")
-    check_kernel(acc, attention)
+    kernel = resolve_kernel(acc, attention)
     sh = _shape(model, dtype, micro_batch, seq_len, tp, cp, sequence_parallel)
-    operators = _layer_operators(model, acc, dtype, sh, tp, ep, attention, causal,
+    operators = _layer_operators(model, acc, dtype, sh, tp, ep, kernel, causal,
                                  _eager(elementwise), cp_load_balance)
     core = ("attention", "scores", "softmax", "attn_dropout", "attn_v")
     recompute_s = {"none": 0.0,

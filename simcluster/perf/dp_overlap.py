@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from simcluster.perf import comm_plan
-from simcluster.perf.kernels.comm_sms import overlap_share
 from simcluster.perf.memory import grad_bytes_of, stage_chunks
 from simcluster.perf.param_gather import ParamGather, gather_exposed_s, gather_total_s, param_gather
-from simcluster.perf.stage_work import scenario_layer_times, stage_chunk_params
+from simcluster.perf.stage_work import stage_chunk_params
 from simcluster.spec.scenario import Scenario
 
 if TYPE_CHECKING:
@@ -104,24 +103,24 @@ def chunk_release_s(reduces: tuple[float, ...], buckets: tuple[int, ...], layers
 
 
 def dp_exposed_s(s: Scenario, groups: comm_plan.Groups, stages: tuple[StageTimes, ...],
-                  shapes: tuple[StageShape, ...]) -> tuple[float, float, float, float]:
+                  shapes: tuple[StageShape, ...], share: float) -> tuple[float, float, float, float]:
     """(exposed, total on the critical stage, hidden, hidden beside compute on the critical
     path) data-parallel seconds.
 
-    The reduction hidden beside compute takes SMs and HBM bandwidth from it
-    (:mod:`.kernels.comm_sms`). With the buckets overlapping the backward (``execution.overlap_grad_reduce``) each virtual chunk's reduction
-    runs beside the op that releases it, and every one of those ops lies on the critical path:
-    the last micro-batch's backward crosses every virtual stage in turn (the pipeline's drain),
-    each op releasing its chunk's gradients as it runs. So the contention is summed over every
-    stage's releasing ops (only the critical stage's under ZB-H1, whose releasing ops are the
-    deferred weight-gradient ops, off that chain). What the drain or the wait for the first
-    activation hides runs beside an idle GPU and takes nothing.
+    The reduction hidden beside compute takes SMs and HBM bandwidth from it: ``share`` extra
+    compute seconds per second beside it (:func:`.kernels.comm_sms.overlap_share`). With the
+    buckets overlapping the backward (``execution.overlap_grad_reduce``) each virtual chunk's
+    reduction runs beside the op that releases it, and every one of those ops lies on the
+    critical path: the last micro-batch's backward crosses every virtual stage in turn (the
+    pipeline's drain), each op releasing its chunk's gradients as it runs. So the contention is
+    summed over every stage's releasing ops (only the critical stage's under ZB-H1, whose
+    releasing ops are the deferred weight-gradient ops, off that chain). What the drain or the
+    wait for the first activation hides runs beside an idle GPU and takes nothing.
     """
     par = s.parallelism
     overlapped, gpipe = s.execution.overlap_grad_reduce, par.schedule == "gpipe"
     zb = par.schedule == "zb-h1"
     earlier = par.micro_batches - 1
-    share = overlap_share(s, groups.dp, scenario_layer_times(s))
     gathers = _gathers(s, groups, shapes)
     chunks = stage_chunks(par, s.model.layers)
     params = stage_chunk_params(s)

@@ -177,7 +177,7 @@ def _fill(lat: Lattice, f: Array, c: Array, base: Array) -> list[Array]:
             j = i + 1 if i + 1 < p else 0
             np.maximum.accumulate(entries[i], out=q)
             np.add(q_head, rises[j], out=gain)
-            if (revolution or j == 0) and not np.any(gain > tails[j]):
+            if (revolution or j == 0) and not (gain > tails[j]).any():
                 return entries  # nothing changes further up the ring
             np.maximum(tails[j], gain, out=tails[j])
     return entries
@@ -250,14 +250,53 @@ def _longest_path(lat: Lattice, forward: Array, backward: Array) -> tuple[float,
                 accumulate(row, out=row)
         above = e + c[0]
         np.maximum(best, above[ends] - raised, out=best)
-        if not np.any((above > seen) & (above + rest > best[segment])):
+        if not ((above > seen) & (above + rest > best[segment])).any():
             break
         np.maximum(seen, above, out=seen)
     return tuple(float(x) for x in best)
 
 
+def _tick_makespans(lat: Lattice, forward: Array, backward: Array) -> tuple[float, ...]:
+    """The makespan of each step of ``lat``, op by op in tick order: exact.
+
+    The lattice's theorem (module docstring) puts every dependency one tick earlier on the
+    neighbouring stage (a forward on the stage before it in ring order, a backward on the one
+    after it) and runs each stage's ops in tick order, forward first; so one pass over the ticks,
+    each op starting when its stage is free and its dependency has ended, is the longest path,
+    climbing paths included. ``p x ticks`` steps of Python: the sweeps take :func:`_longest_path`
+    (vectorised) and this only where a stage is slower than its neighbours (a slow GPU), where the
+    climbing paths it leaves out can lie on the critical path.
+    """
+    big_v = int(lat.forward_vs.max(initial=0))  # the empty forward slot is V
+    p = lat.forward_vs.shape[0]
+    out = []
+    for start, end in zip(lat.starts, lat.ends, strict=True):
+        fvs = lat.forward_vs[:, start:start + end + 1].tolist()
+        bvs = lat.backward_vs[:, start:start + end + 1].tolist()
+        free = [0.0] * p
+        last_f = [0.0] * p  # each stage's forward finish at the previous tick
+        last_b = [0.0] * p
+        for k in range(end + 1):
+            now_f, now_b = last_f[:], last_b[:]
+            for i in range(p):
+                vs = fvs[i][k]
+                if vs < big_v:
+                    dep = last_f[i - 1] if vs > 0 else 0.0  # i - 1 wraps to p - 1 (ring order)
+                    free[i] = max(free[i], dep) + float(forward[vs])
+                    now_f[i] = free[i]
+                vs = bvs[i][k]
+                if vs < big_v:
+                    dep = last_b[(i + 1) % p] if vs < big_v - 1 else 0.0
+                    free[i] = max(free[i], dep) + float(backward[vs])
+                    now_b[i] = free[i]
+            last_f, last_b = now_f, now_b
+        out.append(max(free))
+    return tuple(out)
+
+
 def interleaved_makespan_s(p: int, m: int, v: int, forward_s: Sequence[float],
-                           backward_s: Sequence[float], send_s: float) -> float:
+                           backward_s: Sequence[float], send_s: float,
+                           exact: bool = False) -> float:
     """Step time of the idealised interleaved 1F1B pipeline, seconds (module docstring).
 
     Parameters
@@ -270,6 +309,10 @@ def interleaved_makespan_s(p: int, m: int, v: int, forward_s: Sequence[float],
     send_s : float
         One pipeline message, blocking its sender: added to every forward but the last virtual
         stage's and every backward but the first's.
+    exact : bool
+        Walk the op order tick by tick (:func:`_tick_makespans`) instead of the vectorised
+        longest path, which leaves out paths climbing the ring outside the warm-up (a slow GPU's
+        stage can put them on the critical path).
 
     Returns
     -------
@@ -282,15 +325,16 @@ def interleaved_makespan_s(p: int, m: int, v: int, forward_s: Sequence[float],
                              f"{len(backward_s)}")
     groups = m // p
     if groups <= DIRECT_GROUPS:
-        return _makespans(p, (m,), v, tuple(forward_s), tuple(backward_s), send_s)[0]
+        return _makespans(p, (m,), v, tuple(forward_s), tuple(backward_s), send_s, exact)[0]
     before, last = _makespans(p, ((DIRECT_GROUPS - 1) * p, DIRECT_GROUPS * p), v,
-                              tuple(forward_s), tuple(backward_s), send_s)
+                              tuple(forward_s), tuple(backward_s), send_s, exact)
     return last + (groups - DIRECT_GROUPS) * (last - before)
 
 
 @memoised()
 def _makespans(p: int, ms: tuple[int, ...], v: int, forward_s: tuple[float, ...],
-               backward_s: tuple[float, ...], send_s: float) -> tuple[float, ...]:
+               backward_s: tuple[float, ...], send_s: float,
+               exact: bool = False) -> tuple[float, ...]:
     """:func:`interleaved_makespan_s` for each micro-batch count of ``ms`` (layouts that differ
     only in what the pipeline does not see, the ZeRO stage for one, share the answer)."""
     big_v = p * v
@@ -300,6 +344,8 @@ def _makespans(p: int, ms: tuple[int, ...], v: int, forward_s: tuple[float, ...]
     forward[:big_v - 1] += send_s
     backward[:big_v] = backward_s
     backward[1:big_v] += send_s
+    if exact:
+        return _tick_makespans(lattice(p, ms, v), forward, backward)
     return _longest_path(lattice(p, ms, v), forward, backward)
 
 

@@ -206,7 +206,7 @@ def _pipeline_s(s: Scenario, costs: LayerCosts, stages: tuple[StageTimes, ...],
         return _fill_drain_s(s, stages), sends
     forward, backward = virtual_stage_times(s, costs, speeds)
     pipeline = interleaved_makespan_s(par.pp, par.micro_batches, par.virtual_stages, forward,
-                                      backward, message)
+                                      backward, message, exact=len(set(speeds)) > 1)
     bubble = pipeline - par.micro_batches * stages[crit].total_s - sends
     if bubble < 0.0:  # the critical stage waits less than the fill and drain sends count
         return 0.0, max(0.0, sends + bubble)
@@ -275,15 +275,16 @@ def _estimate(s: Scenario, speeds: tuple[float, ...]) -> StepEstimate:
     # ZeRO-3 is only allowed with pp = 1 (spec/checks.py), so stage 0 holds every parameter; its
     # gradients are reduce-scattered layer by layer (perf.zero3), not by the DP buckets.
     layer = zero3_layer(s, groups, stage_params(s.model, par, 0, s.model.layers).dense)
+    share = overlap_share(s, groups.dp, scenario_layer_times(s))
     if layer is None:
-        dp_exposed, dp_total, dp_hidden, behind = dp_exposed_s(s, groups, stages, shapes)
+        dp_exposed, dp_total, dp_hidden, behind = dp_exposed_s(s, groups, stages, shapes, share)
     else:  # pp = 1: every hidden gather and reduce-scatter runs beside the layers' compute
         dp_exposed, dp_total = zero3_step_s(s, layer, crit.forward_compute_s,
                                             crit.backward_compute_s, crit.wgrad_s)
         dp_hidden = behind = dp_total - dp_exposed
     breakdown = TimeBreakdown(
         compute=m * (crit.forward_compute_s + crit.backward_compute_s)
-        + contention_s(overlap_share(s, groups.dp, scenario_layer_times(s)), behind),
+        + contention_s(share, behind),
         tp_comm=m * crit.tp_s, cp_comm=m * crit.cp_s, ep_comm=m * crit.ep_s,
         pp_comm=sends, dp_comm=dp_exposed, bubble=bubble,
         optimizer=_optimizer_s(s, shapes, speeds))

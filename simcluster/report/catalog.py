@@ -80,7 +80,9 @@ def attention_table() -> str:
                      for s in (2048, 16384)]
             rows.append([kernel, arch, *rates, "; ".join(sorted(t.derived)) or "published"])
         if not archs:
-            rows.append([kernel, "any", "-", "-", "-", "-", "priced op by op (GEMMs, softmax)"])
+            what = ("flash3 on Hopper, flash2 elsewhere" if kernel == "auto"
+                    else "priced op by op (GEMMs, softmax)")
+            rows.append([kernel, "any", "-", "-", "-", "-", what])
     return format_table(["kernel", "arch", "fwd 2k", "fwd 16k", "bwd 2k", "bwd 16k",
                          "series (TFLOP/s, hdim 128, causal; docs/catalog.md)"], rows)
 

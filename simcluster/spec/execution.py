@@ -19,10 +19,11 @@ GRAD_COPIES = ("none", "shard", "full")
 CP_COMM_TYPES = ("p2p", "all_gather")
 #: Attention kernels (simcluster/catalog/attention.yaml, perf/kernels/attention.py); math is
 #: the unfused path (scores GEMM, softmax, AV GEMM).
-ATTENTION_KERNELS = ("flash2", "flash3", "cudnn", "triton-flash", "sdpa-flash", "flash1",
+ATTENTION_KERNELS = ("auto", "flash2", "flash3", "cudnn", "triton-flash", "sdpa-flash", "flash1",
                      "xformers", "math")
-#: The fused kernel ``flash_attention: true`` means when no kernel is named.
-DEFAULT_FLASH_KERNEL = "flash2"
+#: The fused kernel ``flash_attention: true`` means when no kernel is named: ``auto``, the fastest
+#: published kernel for the accelerator's architecture (perf/kernels/attention.py).
+DEFAULT_FLASH_KERNEL = "auto"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,12 +57,14 @@ class ExecutionSpec:
         values.setdefault("flash_attention", values["attention"] != "math")
     flash_attention: bool = spec_field(
         True, derived=True, doc="a fused attention kernel (true: attention is not math); the "
-        "older spelling of execution.attention: false means math, true alone means flash2")
+        "older spelling of execution.attention: false means math, true alone means auto, the "
+        "stack's kernel or the fastest for the GPU")
     attention: str = spec_field(
         DEFAULT_FLASH_KERNEL, choices=ATTENTION_KERNELS, derived=True,
-        doc="attention kernel: flash2, flash3 (Hopper), cudnn (Transformer Engine fused "
-        "attention), triton-flash (LLM Foundry's attn_impl: triton), sdpa-flash (PyTorch SDPA), "
-        "flash1, xformers, or math (unfused scores GEMM + softmax + AV GEMM); rates by "
+        doc="attention kernel: auto (the fastest published kernel for the GPU's architecture: "
+        "flash3 on Hopper, flash2 elsewhere), flash2, flash3 (Hopper), cudnn (Transformer Engine "
+        "fused attention), triton-flash (LLM Foundry's attn_impl: triton), sdpa-flash (PyTorch "
+        "SDPA), flash1, xformers, or math (unfused scores GEMM + softmax + AV GEMM); rates by "
         "architecture, head dimension, mask and sequence length from the kernels' published "
         "benchmarks (simcluster catalog attention, docs/stacks.md)")
     overlap_grad_reduce: bool = spec_field(

@@ -45,9 +45,10 @@ BASES: dict[str, tuple[str, tuple[str, ...]]] = {
     "oversubscribed": ("oversubscribed-spine.yaml", ()),
 }
 #: Execution variants cycled over the fixture's layouts (every code path of the step model).
-EXECUTIONS: tuple[dict[str, bool], ...] = (
+EXECUTIONS: tuple[dict[str, bool | str], ...] = (
     {}, {"overlap_grad_reduce": False}, {"grad_accumulation_fusion": False},
-    {"flash_attention": False}, {"zero3_prefetch": False}, {"scatter_gather": False},
+    {"attention": "math", "flash_attention": False}, {"zero3_prefetch": False},
+    {"scatter_gather": False},
 )
 SCHEDULES: tuple[tuple[str, int], ...] = (
     ("1f1b", 1), ("gpipe", 1), ("zb-h1", 1), ("interleaved", 2), ("interleaved", 3),

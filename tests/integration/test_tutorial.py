@@ -27,23 +27,23 @@ BIN = Path(sys.executable).parent
 INSTALL = ("python3 -m venv .venv", ". .venv/bin/activate", "pip install -e '.[plots]'")
 #: Command prefix -> strings the text quotes from its output (each must be in both).
 QUOTED: dict[str, tuple[str, ...]] = {
-    "simcluster run scenarios/plan-10b-300b.yaml": ("14.33 s", "47.46 days", "30,392", "287,936"),
-    "simcluster sweep scenarios/plan-10b-300b.yaml": ("60.88", "19,494", "143,968", "62.1", "25,478",
-                                                      "398,000", "20.23", "95,460"),
+    "simcluster run scenarios/plan-10b-300b.yaml": ("14.49 s", "47.99 days", "30,728", "287,936"),
+    "simcluster sweep scenarios/plan-10b-300b.yaml": ("61.87", "19,810", "143,968", "62.16", "25,500",
+                                                      "398,000", "22.48", "106,110"),
     "python analysis/plot_planning.py": ("planning.png",),
     "simcluster sweep scenarios/gpt3-175b-1024xa100.yaml --top 10": (
-        "tp8 pp8 dp16 mb1 interleaved/4 none sp z1", "19.29", "0.5494", "35.58", "328", "108",
+        "tp8 pp8 dp16 mb1 interleaved/4 none sp z1", "19.29", "0.5495", "35.58", "328", "108",
         "467.0 GiB"),
     "simcluster sweep scenarios/gpt3-175b-1024xa100.yaml --top 3": (
         "tp8 pp16 dp8 mb1 zb-h1 none sp z1", "19.77", "25.6"),
-    "simcluster run scenarios/gpt3-175b-1024xa100.yaml": ("76.6%", "16.9%", "4.1%", "0.7025", "0.5636"),
+    "simcluster run scenarios/gpt3-175b-1024xa100.yaml": ("76.6%", "16.9%", "4.1%", "0.7028", "0.5638"),
     "simcluster reliability scenarios/1k-h100-reliability.yaml --fast --replicas 100": (
-        "98.75%", "24.03", "23.73", "7.21", "38.9%", "21.7%", "22.2 min", "22.1 min"),
-    "simcluster reliability scenarios/1k-h100-reliability.yaml --fast --replicas 50": ("0.9856",),
+        "98.72%", "25.72", "25.39", "7.91", "40.1%", "21.1%", "22.2 min", "22.1 min"),
+    "simcluster reliability scenarios/1k-h100-reliability.yaml --fast --replicas 50": ("0.9855",),
     "simcluster sweep scenarios/1k-h100-reliability.yaml --layouts fixed --goodput 6": (
-        "0.9921", "0.9879", "0.986"),
+        "0.992", "0.9877", "0.9857"),
     "simcluster sweep scenarios/1k-h100-reliability.yaml --layouts fixed --goodput 3": (
-        "0.9578", "24.79", "0.9883", "24.02", "0.9888"),
+        "0.9571", "26.54", "0.9882", "25.69", "0.9888"),
 }
 
 pytestmark = pytest.mark.slow

@@ -81,6 +81,13 @@ def test_a_part_of_the_same_architecture_scales_by_its_peak() -> None:
     assert rtx.time_s == pytest.approx(a100.time_s * 312 / 80, rel=1e-12)
 
 
+def test_auto_is_flash3_on_hopper_and_flash2_elsewhere() -> None:
+    assert attention.resolve_kernel(H100, "auto") == "flash3"
+    assert attention.resolve_kernel(A100, "auto") == "flash2"
+    assert attention.resolve_kernel(RTX, "auto") == "flash2"
+    assert attention.resolve_kernel(H100, "cudnn") == "cudnn"
+
+
 def test_flash3_on_ampere_is_refused() -> None:
     model = ModelSpec(name="m", layers=1, hidden=1024, heads=8, kv_heads=8, ffn_hidden=4096,
                       vocab=1000, seq_len=2048)

@@ -122,14 +122,15 @@ def test_weight_gathers_wait_for_forwards_with_their_tp_communication() -> None:
 def test_the_drains_ops_run_beside_their_own_buckets(sets: list[str]) -> None:
     """The last micro-batch's backward crosses every virtual stage, each op releasing its chunk's
     buckets as it runs: the SMs those take (execution.comm_sms) slow every op of that chain, not
-    only the critical stage's. The step grows by what the DES's ops are extended by (to its
-    extension passes, 1e-4)."""
+    only the critical stage's. The step grows by what the DES's ops are extended by, to its
+    extension passes: 4 passes leave ~share^5 of the extension, 5e-4 at the ~0.2 share of
+    SMs and HBM the collectives take on this H100 node (perf/kernels/comm_sms.py)."""
     on = load_scenario(DEFAULT, sets)
     off = load_scenario(DEFAULT, [*sets, "execution.comm_sms=0"])
     grown = [run(on).iteration_time_s - run(off).iteration_time_s
              for run in (estimate_step, simulate_step)]
     assert grown[1] > 0
-    assert grown[0] == pytest.approx(grown[1], rel=1e-4)
+    assert grown[0] == pytest.approx(grown[1], rel=5e-4)
 
 
 def _plan(sets: list[str]) -> object:

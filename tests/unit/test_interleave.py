@@ -171,3 +171,19 @@ def test_unequal_virtual_stages_need_the_lattice() -> None:
     assert not needs_lattice(((2, 2), (2, 2)))  # even split
     assert needs_lattice(((1, 2), (2, 2)))  # a lighter first chunk (Llama 3 405B's)
     assert needs_lattice(((1, 2, 1), (1, 2, 1)))  # a heavier chunk on every stage
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_exact_walk_is_the_op_by_op_simulation(seed: int) -> None:
+    """``exact=True`` (the tick-by-tick walk a slow GPU's stage takes) equals the op-by-op
+    reference to rounding on random stage times, one stage up to 3x slower, sends included:
+    the lattice's theorem made the walk exact, climbing paths and all."""
+    rng = random.Random(seed)
+    p, v = rng.choice([(2, 2), (4, 2), (4, 3), (8, 4)])
+    m = p * rng.choice([1, 2, 3])
+    slow = rng.randrange(p)
+    forward = [rng.uniform(0.5, 1.5) * (3.0 if vs % p == slow else 1.0) for vs in range(p * v)]
+    backward = [2.0 * f * rng.uniform(0.9, 1.1) for f in forward]
+    send = rng.uniform(0.0, 0.1)
+    got = interleaved_makespan_s(p, m, v, forward, backward, send, exact=True)
+    assert got == pytest.approx(_simulate(p, m, v, forward, backward, send), rel=1e-12)

@@ -42,7 +42,7 @@ def test_every_stack_loads_with_exactly_its_flags(name: str) -> None:
 def test_keys_given_with_a_stack_refine_it(tmp_path: Path) -> None:
     s = load_scenario(DEFAULT, ["execution={stack: megatron-2021, flash_attention: true}"])
     assert (s.execution.stack, s.execution.flash_attention) == ("megatron-2021", True)
-    assert s.execution.attention == "flash2"  # the stack's kernel is math: true picks flash2
+    assert s.execution.attention == "auto"  # the stack's kernel is math: true picks auto
     assert s.execution.grad_accumulation_fusion is False  # from the stack
     path = tmp_path / "s.yaml"
     path.write_text(DEFAULT.read_text() + "\nexecution: fsdp2-eager\n", encoding="utf-8")

@@ -1,7 +1,9 @@
 """Attention by kernel: forward and backward time from each kernel's published benchmarks.
 
 ``execution.attention`` names the kernel a stack runs (``flash2``, ``flash3``, ``cudnn``,
-``triton-flash``, ``sdpa-flash``, ``flash1``, ``xformers``, or ``math``, the unfused path). A fused
+``triton-flash``, ``sdpa-flash``, ``flash1``, ``xformers``, or ``math``, the unfused path;
+``auto``, the default without a stack, is the fastest published kernel for the architecture:
+FlashAttention-3 on Hopper, FlashAttention-2 elsewhere). A fused
 kernel's rate is a function of the GPU architecture, the head dimension, the causal mask and the
 sequence length, read from the kernel's published throughput tables
 (``simcluster/catalog/attention.yaml``, docs/catalog.md "Attention kernels"), never one
@@ -221,14 +223,22 @@ def _filled(lengths: tuple[int, ...], values: list[float | None]) -> tuple[float
                  for n, v in zip(lengths, values, strict=True))
 
 
-def check_kernel(acc: AcceleratorSpec, kernel: str) -> None:
-    """``SpecError`` at ``execution.attention`` for a kernel this accelerator cannot run."""
+#: ``auto``: the fastest published kernel per architecture (FlashAttention-3 where it runs).
+AUTO_KERNELS: Final = {"hopper": "flash3"}
+
+
+def resolve_kernel(acc: AcceleratorSpec, kernel: str) -> str:
+    """The kernel ``kernel`` names on ``acc`` (``auto``: :data:`AUTO_KERNELS`, else ``flash2``);
+    ``SpecError`` at ``execution.attention`` for one this accelerator cannot run."""
     if kernel not in ATTENTION_KERNELS:
         raise SpecError("execution.attention",
                         f"{kernel!r} is not one of {', '.join(ATTENTION_KERNELS)}")
+    if kernel == "auto":
+        return AUTO_KERNELS.get(acc.arch, "flash2")
     if kernel == "flash3" and acc.arch not in ("", "hopper"):
         raise SpecError("execution.attention", f"flash3 runs on Hopper (sm90) only; "
                         f"{acc.name} is {acc.arch}: use flash2, cudnn or sdpa-flash")
+    return kernel
 
 
 @memoised()
