@@ -44,7 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simcluster import catalog  # noqa: E402
+from simcluster.errors import SpecError  # noqa: E402
 from simcluster.perf.kernels import gemm  # noqa: E402
+from simcluster.perf.kernels.operator import bytes_per_element  # noqa: E402
 from simcluster.spec import schema  # noqa: E402
 from simcluster.spec.hardware import AcceleratorSpec, GemmTileSpec  # noqa: E402
 
@@ -124,23 +126,28 @@ def tile_efficiency_np(tiles: GemmTileSpec, m: np.ndarray, n: np.ndarray,
     return best
 
 
-def h100_unit_times(acc: AcceleratorSpec, tiles: GemmTileSpec,
-                    rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(compute time at matmul_efficiency 1, memory-bound time) per row."""
+def h100_unit_times(acc: AcceleratorSpec, tiles: GemmTileSpec, rows: np.ndarray,
+                    dtype: str = "bf16") -> tuple[np.ndarray, np.ndarray]:
+    """(compute time at matmul_efficiency 1, memory-bound time) per row: the simulator's
+    arithmetic for ``dtype`` (its peak, and ``bytes_per_element(dtype)`` for A, B and C)."""
     m, n, k = rows[:, 0], rows[:, 1], rows[:, 2]
     ref = tile_efficiency_np(tiles, *(np.array([float(v)]) for v in tiles.reference_mnk))[0]
-    rate = acc.peak("bf16") * tile_efficiency_np(tiles, m, n, k) / ref
-    memory = (m * k + k * n + m * n) * 2 / (acc.memory_bandwidth_Bps * acc.memory_efficiency)
+    rate = acc.peak(dtype) * tile_efficiency_np(tiles, m, n, k) / ref
+    memory = ((m * k + k * n + m * n) * bytes_per_element(dtype)
+              / (acc.memory_bandwidth_Bps * acc.memory_efficiency))
     return 2 * m * n * k / rate, memory
 
 
 def lad(unit: np.ndarray, memory: np.ndarray, measured: np.ndarray, effs: np.ndarray,
-        t0s: np.ndarray) -> tuple[float, float, float]:
-    """(mean |relative time error|, efficiency, t0) minimising it over the two grids."""
+        t0s: np.ndarray, quant: np.ndarray | None = None) -> tuple[float, float, float]:
+    """(mean |relative time error|, efficiency, t0) minimising it over the two grids; ``quant``
+    (s per row) is a kernel the measurement ran beside the GEMM (activation quantisation)."""
     best = (np.inf, 0.0, 0.0)
+    base = np.maximum(unit[None, :] / effs[:, None], memory[None, :])
+    if quant is not None:
+        base = base + quant[None, :]
     for t0 in t0s:
-        predicted = np.maximum(unit[None, :] / effs[:, None], memory[None, :]) + t0
-        loss = np.mean(np.abs(predicted / measured[None, :] - 1.0), axis=1)
+        loss = np.mean(np.abs((base + t0) / measured[None, :] - 1.0), axis=1)
         i = int(np.argmin(loss))
         if loss[i] < best[0]:
             best = (float(loss[i]), float(effs[i]), float(t0))
@@ -149,33 +156,49 @@ def lad(unit: np.ndarray, memory: np.ndarray, measured: np.ndarray, effs: np.nda
 
 def fit_h100_sweep(acc: AcceleratorSpec, rows: np.ndarray) -> tuple[GemmTileSpec, float, float,
                                                                      float]:
-    """(tiles, level, t0, mean |error|): the coarse grids over every tile, split and k_overhead,
-    then fine grids of the level and t0 around the best."""
-    base = GemmTileSpec(sms=132, tile_m=128, tile_n=128, k_overhead=0.0,
+    """(tiles, level, t0, mean |error|) of the H100 SXM bf16 sweep: :func:`fit_sweep`."""
+    return fit_sweep(acc, rows)
+
+
+def fit_sweep(acc: AcceleratorSpec, rows: np.ndarray, *, dtype: str = "bf16",
+              quant: np.ndarray | None = None, shapes: Sequence[tuple[int, int]] = H100_FIT_TILES,
+              sms: int = 132, effs: np.ndarray = COARSE_EFF, t0s: np.ndarray = COARSE_T0,
+              t0_half: float = 0.25e-6) -> tuple[GemmTileSpec, float, float, float]:
+    """(tiles, level, t0, mean |error|): the coarse grids over every tile of ``shapes``, split and
+    k_overhead, then fine grids of the level and t0 (+- ``t0_half``) around the best."""
+    base = GemmTileSpec(sms=sms, tile_m=128, tile_n=128, k_overhead=0.0,
                         reference_mnk=H100_REFERENCE, source="analysis/fit_gemm_tiles.py")
     measured = rows[:, 3]
     best: tuple[float, GemmTileSpec, float, float] | None = None
-    for (tm, tn), split, k0 in itertools.product(H100_FIT_TILES, SPLITS, H100_K_GRID):
+    for (tm, tn), split, k0 in itertools.product(shapes, SPLITS, H100_K_GRID):
         tiles = dataclasses.replace(base, tile_m=tm, tile_n=tn, max_split_k=split,
                                     k_overhead=float(k0))
-        loss, eff, t0 = lad(*h100_unit_times(acc, tiles, rows), measured, COARSE_EFF, COARSE_T0)
+        loss, eff, t0 = lad(*h100_unit_times(acc, tiles, rows, dtype), measured, effs, t0s, quant)
         if best is None or loss < best[0]:
             best = (loss, tiles, eff, t0)
     assert best is not None
     _, tiles, eff, t0 = best
     fine_eff = np.arange(eff - 0.005, eff + 0.00501, 0.0005)
-    fine_t0 = np.arange(max(0.0, t0 - 0.25e-6), t0 + 0.2501e-6, 0.05e-6)
-    loss, eff, t0 = lad(*h100_unit_times(acc, tiles, rows), measured, fine_eff, fine_t0)
+    fine_t0 = np.arange(max(0.0, t0 - t0_half), t0 + t0_half + 0.0001e-6, 0.05e-6)
+    loss, eff, t0 = lad(*h100_unit_times(acc, tiles, rows, dtype), measured, fine_eff, fine_t0,
+                        quant)
     return tiles, eff, t0, loss
 
 
 def sustained_ratio(acc: AcceleratorSpec, tiles: GemmTileSpec, rows: np.ndarray, eff: float,
-                    t0: float, threshold_ms: float = SUSTAINED_MS) -> tuple[float, int]:
-    """Median of measured rate / model rate over the kernels that hold the power limit."""
-    unit, memory = h100_unit_times(acc, tiles, rows)
+                    t0: float, threshold_ms: float = SUSTAINED_MS, dtype: str = "bf16",
+                    quant: np.ndarray | None = None,
+                    max_share: float = 1.0) -> tuple[float, int]:
+    """Median of measured rate / model rate over the kernels that hold the power limit (the
+    measured time less ``quant``, the activation quantisation run beside the GEMM, if given; only
+    the kernels where it is under ``max_share`` of the time)."""
+    unit, memory = h100_unit_times(acc, tiles, rows, dtype)
     predicted = np.maximum(unit / eff, memory) + t0
     long = rows[:, 3] >= threshold_ms * 1e-3
-    return float(np.median(predicted[long] / rows[long, 3])), int(long.sum())
+    if quant is not None:
+        long &= quant < max_share * rows[:, 3]
+    measured = rows[long, 3] if quant is None else rows[long, 3] - quant[long]
+    return float(np.median(predicted[long] / measured)), int(long.sum())
 
 
 def h200_level(fitted_h100: AcceleratorSpec, free_level: float, t0: float) -> float:
@@ -331,8 +354,253 @@ def points_of(sweeps: list[dict[str, object]], sweep_id: str) -> list[Point]:
     raise KeyError(sweep_id)
 
 
+# --- Other formats and accelerators (``--sweep ID``, ``--formats``, ``--csv PATH``) -------------
+#
+# The ``role: fit`` sweeps of analysis/gemm_sweeps.yaml with a ``fit`` block (fp8 on Hopper, bf16 /
+# fp8 / fp4 on Blackwell) are fitted one by one as the H100 bf16 sweep is: the simulator's own
+# forward time for the sweep's dtype (its peak and bytes per element), one tile of ``tiles``, a
+# split up to 16, a k_overhead (grid of 16) and a free-clock level at 8192^3, by least absolute
+# deviations of the relative time error with a per-call floor t0; then the sustained level, the
+# free-clock level times the median measured/model rate of the kernels of >= SUSTAINED_MS. What
+# the measurement ran beside the GEMM (the activation quantisation of the fp8 and fp4 ops) is
+# taken out first: the published latency of that kernel where the collector measured it
+# (``act_quant: measured``), else a memory-bound kernel of ``act_quant`` bytes per activation
+# element at the accelerator's achievable bandwidth.
+
+#: Hopper and Blackwell tiles the fit chooses among: the Hopper warpgroup tiles, and on Blackwell
+#: also 256 x 256 (a 2-SM UMMA pair's 256 x 256 output counted per SM pair as two 128 x 256).
+FORMAT_TILES = {"hopper": H100_FIT_TILES,
+                "blackwell": ((128, 128), (128, 256), (256, 128), (256, 256))}
+FORMAT_EFF = np.arange(0.30, 0.9501, 0.005)
+#: The sustained level of a sweep whose op quantises its activation takes the long kernels where
+#: that memory-bound kernel is under this share of the time: the GEMM then draws the power the
+#: limit holds down; with a larger share the average power drops and the GEMM runs at a higher
+#: clock (on the H100 per-tensor fp8 sweep the long kernels' measured/model rate is ~0.92 with a
+#: share under 5% and ~1.0 above 10%).
+MAX_QUANT_SHARE = 0.05
+FORMAT_T0 = np.arange(0.0, 16.0001e-6, 0.5e-6)
+QUANT_FILE = ROOT / "analysis" / "gemm_fp8_act_quant_aiconfigurator.csv"
+#: The simulator's dtype of each published format (fp8 covers per-tensor and block-scaled fp8,
+#: fp4 NVFP4; simcluster/spec/hardware.py DTYPES).
+SIM_DTYPE = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4"}
+
+
+@dataclasses.dataclass(frozen=True)
+class FormatSweep:
+    """A ``role: fit`` sweep with a ``fit`` block: what the generic fit needs."""
+
+    id: str
+    accelerator: str
+    format: str               # bf16, fp8, fp8_block, nvfp4 (the published gemm_dtype)
+    points_file: Path
+    sms: int
+    peak_tflops: float
+    tiles: tuple[tuple[int, int], ...]
+    act_quant: str | float    # "measured", bytes per activation element, or 0 (none)
+    sms_check: tuple[int, ...] = ()
+    mamf_tflops: float | None = None  # the catalog's best-shape MAMF number, if any
+
+    @property
+    def dtype(self) -> str:
+        return SIM_DTYPE[self.format]
+
+
+def format_sweeps(sweeps: list[dict[str, object]]) -> list[FormatSweep]:
+    """The sweeps of ``analysis/gemm_sweeps.yaml`` that carry a ``fit`` block."""
+    out = []
+    for sweep in sweeps:
+        fit = sweep.get("fit")
+        if not isinstance(fit, dict):
+            continue
+        tiles = fit.get("tiles", "hopper")
+        out.append(FormatSweep(
+            id=str(sweep["id"]), accelerator=str(sweep["accelerator"]),
+            format=str(sweep["dtype"]), points_file=ROOT / "analysis" / str(sweep["points_file"]),
+            sms=int(fit["sms"]), peak_tflops=float(fit["peak_TFLOPS"]),
+            tiles=FORMAT_TILES[tiles] if isinstance(tiles, str) else tuple(
+                (int(a), int(b)) for a, b in tiles),
+            act_quant=fit.get("act_quant", 0.0),
+            sms_check=tuple(int(s) for s in fit.get("sms_check", ())),
+            mamf_tflops=None if fit.get("mamf_TFLOPS") is None else float(fit["mamf_TFLOPS"])))
+    return out
+
+
+def format_accelerator(sweep: FormatSweep, sms: int | None = None) -> AcceleratorSpec:
+    """The catalog accelerator with the sweep's SM count and peak for its dtype."""
+    acc = accelerator(sweep.accelerator)
+    return dataclasses.replace(
+        acc, sms=sms or sweep.sms, gemm_tiles=None,
+        peak_flops_per_s={**acc.peak_flops_per_s, sweep.dtype: sweep.peak_tflops * 1e12})
+
+
+def quant_times(sweep: FormatSweep, acc: AcceleratorSpec, rows: np.ndarray) -> np.ndarray | None:
+    """Seconds per row of the activation quantisation the measurement ran beside the GEMM."""
+    if sweep.act_quant == "measured":
+        lines = [ln for ln in QUANT_FILE.read_text().splitlines() if ln and not ln.startswith("#")]
+        table = {(name, int(m), int(k)): (float(cs) + float(sm)) * 1e-3
+                 for name, m, k, cs, sm in (ln.split(",") for ln in lines[1:])}
+        try:
+            return np.array([table[(sweep.accelerator, int(m), int(k))] for m, _, k, _ in rows])
+        except KeyError as err:
+            raise SpecError("act_quant", f"no measured quantisation for {err.args[0]}",
+                            str(QUANT_FILE)) from None
+    per_element = float(sweep.act_quant)
+    if per_element == 0.0:
+        return None
+    return (rows[:, 0] * rows[:, 2] * per_element
+            / (acc.memory_bandwidth_Bps * acc.memory_efficiency))
+
+
+@dataclasses.dataclass(frozen=True)
+class FormatFit:
+    """What :func:`fit_format` prints, for the summary table."""
+
+    sweep: FormatSweep
+    tiles: GemmTileSpec
+    free: float
+    t0: float
+    loss: float
+    sustained: float
+    long: int
+    raw_free: float
+    raw_sustained: float
+    sustained_loss: float
+
+
+def fit_format(sweep: FormatSweep) -> FormatFit:
+    """Fit one sweep and print its parameters, levels, checks and residuals."""
+    acc = format_accelerator(sweep)
+    rows = h100_sweep(sweep.points_file)
+    quant = quant_times(sweep, acc, rows)
+    peak = sweep.peak_tflops
+    m, n, k, t = rows[:, 0], rows[:, 1], rows[:, 2], rows[:, 3]
+    measured_tf = 2 * m * n * k / t / 1e12
+    print(f"\n## {sweep.id}: {sweep.accelerator} {sweep.format} (simulator dtype {sweep.dtype}, "
+          f"peak {peak:g} TFLOP/s, {sweep.sms} SMs), {sweep.points_file.name}")
+    print(f"{len(rows)} shapes: M {m.min():.0f}-{m.max():.0f}, N {n.min():.0f}-{n.max():.0f}, "
+          f"K {k.min():.0f}-{k.max():.0f}; latency {t.min() * 1e3:.4f}-{t.max() * 1e3:.2f} ms; "
+          f"fastest {measured_tf.max():.1f} TFLOP/s (quantisation included)"
+          + (f"; MAMF best shape {sweep.mamf_tflops:g}" if sweep.mamf_tflops else ""))
+    long_rows = t >= SUSTAINED_MS * 1e-3
+    if quant is not None:
+        print(f"activation quantisation ({sweep.act_quant}"
+              f"{'' if sweep.act_quant == 'measured' else ' B/element, modelled'}): median "
+              f"{np.median(quant / t):.1%} of the latency, {np.median(quant[long_rows] / t[long_rows]):.1%} "
+              f"on the kernels of >= {SUSTAINED_MS} ms")
+    tiles, eff, t0, loss = fit_sweep(acc, rows, dtype=sweep.dtype, quant=quant, shapes=sweep.tiles,
+                                     sms=sweep.sms, effs=FORMAT_EFF, t0s=FORMAT_T0, t0_half=0.5e-6)
+    ratio, long = sustained_ratio(acc, tiles, rows, eff, t0, dtype=sweep.dtype, quant=quant,
+                                  max_share=MAX_QUANT_SHARE)
+    level = eff * ratio
+    print(f"tile {tiles.tile_m}x{tiles.tile_n}, max_split_k {tiles.max_split_k}, k_overhead "
+          f"{tiles.k_overhead:g}; free-clock level {eff:.4f} at 8192^3 ({eff * peak:.0f} TFLOP/s), "
+          f"t0 {t0 * 1e6:.2f} us, mean |error| {loss:.1%}")
+    for threshold in (0.5, SUSTAINED_MS, 2.0):
+        r, count = sustained_ratio(acc, tiles, rows, eff, t0, threshold, sweep.dtype, quant,
+                                   MAX_QUANT_SHARE)
+        print(f"   kernels >= {threshold} ms: {count} shapes, measured/model rate median {r:.4f} "
+              f"-> level {eff * r:.4f}")
+        if quant is not None:
+            r, count = sustained_ratio(acc, tiles, rows, eff, t0, threshold, sweep.dtype, quant)
+            print(f"      (any quantisation share: {count} shapes, median {r:.4f} -> level "
+                  f"{eff * r:.4f})")
+    share = "" if quant is None else f", quantisation < {MAX_QUANT_SHARE:.0%} of the time"
+    print(f"sustained matmul_efficiency {level:.4f} ({level * peak:.0f} TFLOP/s at 8192^3, "
+          f"{level:.1%} of peak; {long} shapes >= {SUSTAINED_MS} ms{share})")
+    raw_free, raw_sustained = eff, level
+    if quant is not None:  # the same tile terms with nothing taken out: the bound it moves
+        unit, memory = h100_unit_times(acc, tiles, rows, sweep.dtype)
+        fine = np.arange(0.30, 0.9501, 0.0005)
+        _, raw_free, raw_t0 = lad(unit, memory, t, fine, np.arange(0.0, 16.0001e-6, 0.05e-6))
+        raw_ratio, _ = sustained_ratio(acc, tiles, rows, raw_free, raw_t0, dtype=sweep.dtype)
+        print(f"   (raw t0 {raw_t0 * 1e6:.2f} us, kernels >= {SUSTAINED_MS} ms median {raw_ratio:.4f})")
+        raw_sustained = raw_free * raw_ratio
+        print(f"without taking the quantisation out (same tiles): free-clock {raw_free:.4f}, "
+              f"sustained {raw_sustained:.4f}")
+    fitted = dataclasses.replace(acc, gemm_tiles=tiles,
+                                 matmul_efficiency={sweep.dtype: round(level, 3)})
+    sustained_loss = format_summary(fitted, rows, sweep.dtype, t0, quant)
+    for sms in sweep.sms_check:  # the same search on another SM count: does the data prefer it?
+        other = format_accelerator(sweep, sms)
+        o_tiles, o_eff, _, o_loss = fit_sweep(other, rows, dtype=sweep.dtype, quant=quant,
+                                              shapes=((tiles.tile_m, tiles.tile_n),), sms=sms,
+                                              effs=FORMAT_EFF, t0s=FORMAT_T0, t0_half=0.5e-6)
+        print(f"check: {sms} SMs, tile {o_tiles.tile_m}x{o_tiles.tile_n}: max_split_k "
+              f"{o_tiles.max_split_k}, k_overhead {o_tiles.k_overhead:g}, free-clock level "
+              f"{o_eff:.4f}, mean |error| {o_loss:.2%} (vs {loss:.2%} at {sweep.sms})")
+    return FormatFit(sweep, tiles, eff, t0, loss, level, long, raw_free, raw_sustained,
+                     sustained_loss)
+
+
+def format_summary(acc: AcceleratorSpec, rows: np.ndarray, dtype: str, t0: float,
+                   quant: np.ndarray | None) -> float:
+    """Median and p90 |error| of the sustained model (+ quantisation + t0) by latency band;
+    returns the mean |error| over every shape."""
+    assert acc.gemm_tiles is not None
+    unit, memory = h100_unit_times(acc, acc.gemm_tiles, rows, dtype)
+    extra = t0 if quant is None else quant + t0
+    err = (np.maximum(unit / acc.matmul_efficiency[dtype], memory) + extra) / rows[:, 3] - 1.0
+    print("| published latency | shapes | median error | median abs error | p90 abs error |")
+    print("|---|---:|---:|---:|---:|")
+    for lo, hi in ((0.0, 0.05), (0.05, 0.2), (0.2, 1.0), (1.0, np.inf), (0.0, np.inf)):
+        sel = (rows[:, 3] >= lo * 1e-3) & (rows[:, 3] < hi * 1e-3)
+        if sel.any():
+            e = err[sel]
+            print(f"| {lo}-{hi} ms | {sel.sum()} | {np.median(e):+.1%} | {np.median(abs(e)):.1%} | "
+                  f"{np.percentile(abs(e), 90):.1%} |")
+    return float(np.mean(abs(err)))
+
+
+def formats_table(fits: Sequence[FormatFit]) -> None:
+    """One line per fitted sweep: the numbers the catalog comments quote."""
+    print("\n| sweep | tile | split | k_overhead | free-clock level | sustained level | TFLOP/s | "
+          "mean abs error (free / sustained) | no quantisation taken out (free / sustained) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for f in fits:
+        print(f"| {f.sweep.id} | {f.tiles.tile_m}x{f.tiles.tile_n} | {f.tiles.max_split_k} | "
+              f"{f.tiles.k_overhead:g} | {f.free:.4f} | {f.sustained:.4f} | "
+              f"{f.sustained * f.sweep.peak_tflops:.0f} | {f.loss:.1%} / {f.sustained_loss:.1%} | "
+              f"{f.raw_free:.4f} / {f.raw_sustained:.4f} |")
+
+
+def formats_main(argv: Sequence[str]) -> int:
+    """``--sweep ID [ID ...]``, ``--formats`` (every sweep with a ``fit`` block) or ``--csv PATH
+    --accelerator NAME --format FMT --sms N --peak TFLOPS [--act-quant B]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="fit_gemm_tiles.py")
+    parser.add_argument("--sweep", nargs="+", default=[])
+    parser.add_argument("--formats", action="store_true")
+    parser.add_argument("--csv", type=Path)
+    parser.add_argument("--accelerator")
+    parser.add_argument("--format", choices=sorted(SIM_DTYPE), default="bf16")
+    parser.add_argument("--sms", type=int)
+    parser.add_argument("--peak", type=float)
+    parser.add_argument("--tiles", choices=sorted(FORMAT_TILES), default="hopper")
+    parser.add_argument("--act-quant", default="0")
+    args = parser.parse_args(argv[1:])
+    known = {s.id: s for s in format_sweeps(load_sweeps())}
+    chosen = list(known.values()) if args.formats else []
+    for sweep_id in args.sweep:
+        if sweep_id not in known:
+            raise SpecError("sweep", f"no sweep {sweep_id!r} with a fit block (have "
+                            f"{', '.join(known)})", str(SWEEPS))
+        chosen.append(known[sweep_id])
+    if args.csv is not None:
+        if not (args.accelerator and args.sms and args.peak):
+            raise SpecError("csv", "--csv needs --accelerator, --sms and --peak")
+        chosen.append(FormatSweep(
+            id=args.csv.stem, accelerator=args.accelerator, format=args.format,
+            points_file=args.csv.resolve(), sms=args.sms, peak_tflops=args.peak,
+            tiles=FORMAT_TILES[args.tiles],
+            act_quant=args.act_quant if args.act_quant == "measured" else float(args.act_quant)))
+    formats_table([fit_format(sweep) for sweep in chosen])
+    return 0
+
+
 def main(argv: Sequence[str]) -> int:
-    del argv
+    if len(argv) > 1:  # another sweep, format or CSV (formats_main)
+        return formats_main(argv)
     sweeps = load_sweeps()
     fitted = h100_main()
     table(fitted, points_of(sweeps, "xla_sm90_bf16_b1"), XLA_FLOOR_S,

@@ -26,7 +26,7 @@ from simcluster.perf.tp_overlap import overlapped_layer_s
 from simcluster.spec.scenario import Scenario
 
 #: Bytes per element of the activations exchanged (16-bit training).
-ACT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2}
+ACT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2, "mxfp8": 2, "nvfp4": 2}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

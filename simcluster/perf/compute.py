@@ -36,6 +36,12 @@ from simcluster.perf.kernels.gemm import (
     matmul_efficiency,
     size_factor,
 )
+from simcluster.perf.kernels.lowp import (
+    LinearFormat,
+    activation_dtype,
+    linear_operators,
+    recipe_of,
+)
 from simcluster.perf.kernels.operator import (
     DTYPE_BYTES,
     LayerTimes,
@@ -77,7 +83,7 @@ class _Shape:
     norm_tokens: float  # tokens the norms, dropouts and residuals touch (/tp with SP)
     heads: float  # query heads on this GPU
     kv_width: float  # kv_heads*head_dim on this GPU (K or V)
-    size: int  # bytes per element
+    size: float  # bytes per element of the activations (bf16 under a low-precision format)
     cp: int  # context-parallel ranks the sequence is split over
 
 
@@ -89,7 +95,7 @@ def _shape(model: ModelSpec, dtype: str, b: int, s: int, tp: int, cp: int, sp: b
     tokens = b * s / cp
     kv_width = max(model.kv_heads / tp, 1.0) * model.head_dim  # KV heads replicate when tp > kv
     return _Shape(b, s, tokens, tokens / tp if sp else tokens, model.heads / tp, kv_width,
-                  bytes_per_element(dtype), cp)
+                  bytes_per_element(activation_dtype(dtype)), cp)
 
 
 def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
@@ -115,14 +121,19 @@ def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Sha
     return result
 
 
-def _linear(acc: AcceleratorSpec, dtype: str, name: str, shape: tuple[float, float, float],
-            batch: float = 1.0) -> list[OperatorTime]:
+def _linear(acc: AcceleratorSpec, lin: LinearFormat, name: str,
+            shape: tuple[float, float, float], batch: float = 1.0, *, input_fused: bool = True,
+            grad_fused: bool = False) -> list[OperatorTime]:
     """A weight GEMM; its bias add, if any, is fused into the GEMM epilogue.
 
     torch ``addmm`` (``nn.Linear``) and Megatron's bias-GeLU and bias-dropout-add fusions never
     write the pre-bias output, so a bias costs one read of an ``n``-vector: nothing at this scale.
+    Under a low-precision format, :func:`.kernels.lowp.linear_operators` (the GEMMs at its rate
+    and the casts of the input and the output gradient).
     """
-    return [gemm_operator(acc, dtype, name, shape, batch)]
+    if lin.recipe == "none":
+        return [gemm_operator(acc, lin.dtype, name, shape, batch)]
+    return linear_operators(acc, lin, name, shape, batch, input_fused, grad_fused)
 
 
 def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
@@ -136,28 +147,31 @@ def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
     return result
 
 
-def _mlp(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
+def _mlp(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: _Shape,
          tp: int, ep: int, eager_ops: bool = False) -> list[OperatorTime]:
-    """Dense FFN (gelu: up, down; swiglu: gate, up, down) or MoE experts plus router."""
+    """Dense FFN (gelu: up, down; swiglu: gate, up, down) or MoE experts plus router (the router
+    GEMM in the activation dtype: Megatron's router is not a TE module)."""
     _check_split("ffn_hidden", model.ffn_hidden, tp)
     h, f = model.hidden, model.ffn_hidden / tp
     rows, experts, result = sh.tokens, 1.0, []
     if model.moe is not None:
         if model.moe.experts % ep:
             raise SpecError("ep", f"{ep} does not divide experts={model.moe.experts}")
-        result += [gemm_operator(acc, dtype, "router", (sh.tokens, model.moe.experts, h))]
+        result += [gemm_operator(acc, activation_dtype(lin.dtype), "router",
+                                 (sh.tokens, model.moe.experts, h))]
         experts = model.moe.experts / ep  # local experts
         rows = sh.tokens * model.moe.top_k * ep / model.moe.experts  # balanced routing
     names = ("mlp_gate", "mlp_up") if model.ffn_act == "swiglu" else ("mlp_up",)
-    for name in names:
-        result += _linear(acc, dtype, name, (rows, f, h), experts)
+    for name in names:  # the norm writes the input's copies; tokens permuted to experts do not
+        result += _linear(acc, lin, name, (rows, f, h), experts, input_fused=model.moe is None,
+                          grad_fused=True)
     inner = experts * rows * f
     if eager_ops and model.ffn_act == "swiglu":
         result.append(eager.swiglu(acc, inner))
     else:
         act_bytes = (3 if model.ffn_act == "swiglu" else 2) * inner * sh.size  # swiglu: 2 inputs
         result.append(memory_operator(acc, "activation", act_bytes))
-    result += _linear(acc, dtype, "mlp_down", (rows, h, f), experts)
+    result += _linear(acc, lin, "mlp_down", (rows, h, f), experts)
     return result
 
 
@@ -169,7 +183,7 @@ def _rope(acc: AcceleratorSpec, sh: _Shape, head_dim: int) -> OperatorTime:
     return memory_operator(acc, "rope", nbytes, backward_factor=1.0)
 
 
-def _norm(model: ModelSpec, acc: AcceleratorSpec, name: str, elements: float, size: int,
+def _norm(model: ModelSpec, acc: AcceleratorSpec, name: str, elements: float, size: float,
           eager_ops: bool) -> OperatorTime:
     """A norm over ``elements``: one fused kernel (read, write), or torchtitan's eager RMSNorm chain
     (eager LayerNorm is PyTorch's native single kernel, the same as fused)."""
@@ -178,23 +192,24 @@ def _norm(model: ModelSpec, acc: AcceleratorSpec, name: str, elements: float, si
     return memory_operator(acc, name, 2 * elements * size)
 
 
-def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape, tp: int,
+def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: _Shape, tp: int,
                      ep: int, kernel: str, causal: bool, eager_ops: bool = False,
                      balanced: bool = True) -> list[OperatorTime]:
     h, hd = model.hidden, model.head_dim
     qkv_out = sh.heads * hd + 2 * sh.kv_width
+    dtype = activation_dtype(lin.dtype)  # attention and element-wise kernels
     result = [_norm(model, acc, "norm1", sh.norm_tokens * h, sh.size, eager_ops),
-              *_linear(acc, dtype, "qkv", (sh.tokens, qkv_out, h))]
+              *_linear(acc, lin, "qkv", (sh.tokens, qkv_out, h))]
     if model.position == "rope":
         rotated = sh.tokens * (sh.heads * hd + sh.kv_width)
         result.append(eager.rope(acc, rotated) if eager_ops else _rope(acc, sh, hd))
     if eager_ops and kernel in HEAD_MAJOR_KERNELS:
         result += _eager_attention_copies(acc, sh, hd)
     result += _attention_core(model, acc, dtype, sh, kernel, causal, balanced)
-    result += _linear(acc, dtype, "proj", (sh.tokens, h, sh.heads * hd))
+    result += _linear(acc, lin, "proj", (sh.tokens, h, sh.heads * hd), input_fused=False)
     result += _residual_block(model, acc, "1", sh)
     result.append(_norm(model, acc, "norm2", sh.norm_tokens * h, sh.size, eager_ops))
-    result += _mlp(model, acc, dtype, sh, tp, ep, eager_ops)
+    result += _mlp(model, acc, lin, sh, tp, ep, eager_ops)
     return result + _residual_block(model, acc, "2", sh)
 
 
@@ -219,7 +234,8 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
                 seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = False,
                 recompute: str = "none", attention: str = "auto", *, ep: int = 1,
                 causal: bool = True, elementwise: str = "fused",
-                host_op_s: float = 0.0, cp_load_balance: bool = True) -> LayerTimes:
+                host_op_s: float = 0.0, cp_load_balance: bool = True,
+                fp8_recipe: str = "auto", fp8_cast_fusion: bool = True) -> LayerTimes:
     """Forward, backward and recompute time of one transformer block on one GPU.
 
     Operators follow Megatron-LM's block (Shoeybi et al. arXiv 1909.08053; Korthikanti et al.
@@ -233,7 +249,9 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     model, acc : ModelSpec, AcceleratorSpec
         The block and the GPU.
     dtype : str
-        Compute dtype of GEMMs and activations.
+        The scenario precision: the dtype of GEMMs and activations, or a low-precision format
+        of the linear layers' GEMMs (fp8, mxfp8, nvfp4; activations and attention in bf16,
+        :mod:`.kernels.lowp`).
     micro_batch, seq_len : int
         Sequences per micro-batch and tokens per sequence.
     tp, cp : int
@@ -259,6 +277,10 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     host_op_s : float
         Host time per operator and pass: each pass takes at least ``operators x host_op_s``
         (forward and recompute one per operator, backward two: dgrad and wgrad); 0: GPU-bound.
+    fp8_recipe : str
+        Scaling of ``dtype`` fp8 (``execution.fp8_recipe``: auto, delayed, current, blockwise).
+    fp8_cast_fusion : bool
+        Norms and the MLP activation write the quantized copies (``execution.fp8_cast_fusion``).
 
     Returns
     -------
@@ -269,7 +291,8 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
         raise SpecError("recompute", f"{recompute!r} is not one of {list(RECOMPUTE)}")
     kernel = resolve_kernel(acc, attention)
     sh = _shape(model, dtype, micro_batch, seq_len, tp, cp, sequence_parallel)
-    operators = _layer_operators(model, acc, dtype, sh, tp, ep, kernel, causal,
+    lin = LinearFormat(dtype, recipe_of(dtype, fp8_recipe), fp8_cast_fusion)
+    operators = _layer_operators(model, acc, lin, sh, tp, ep, kernel, causal,
                                  _eager(elementwise), cp_load_balance)
     core = ("attention", "scores", "softmax", "attn_dropout", "attn_v")
     recompute_s = {"none": 0.0,
@@ -313,6 +336,7 @@ def logits_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch
     final norm and the loss as eager PyTorch chains (:mod:`.eager`).
     """
     tokens = micro_batch * seq_len / cp
+    dtype = activation_dtype(dtype)  # Megatron's output layer is not a TE module: 16-bit
     size = bytes_per_element(dtype)
     eager_ops = _eager(elementwise)
     norm = _norm(model, acc, "final_norm", tokens * model.hidden, size, eager_ops)
@@ -332,7 +356,7 @@ def embedding_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_ba
     a scatter-add into the embedding gradient (~2x bytes).
     """
     elements = micro_batch * seq_len / cp * model.hidden
-    act = elements * bytes_per_element(dtype)
+    act = elements * bytes_per_element(activation_dtype(dtype))
     operators = [memory_operator(acc, "embedding", 2 * act)]  # rows read, activations written
     if model.position == "learned":
         operators.append(memory_operator(acc, "position_add", 3 * act))  # 2 reads, 1 write

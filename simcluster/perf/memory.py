@@ -28,6 +28,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from simcluster.perf.cache import memoised
+from simcluster.perf.kernels.lowp import recipe_of, weight_copy_bytes
 from simcluster.perf.memory_overheads import (
     StageOverheads,
     all_stage_nccl_bytes,
@@ -287,8 +288,8 @@ class _MemoryPlan:
     ZeRO-3 units in flight, the activation plan, each stage's parameters and layer-micro-batches in
     flight, and the overhead terms of :mod:`.memory_overheads`."""
 
-    __slots__ = ("activations", "dense", "expert", "first_count", "nccl", "overheads", "params",
-                 "unit_grads", "unit_weights", "units")
+    __slots__ = ("activations", "copies", "dense", "expert", "first_count", "nccl", "overheads",
+                 "params", "unit_grads", "unit_weights", "units")
 
     def __init__(self, scenario: Scenario, grad_bytes: float | None,
                  flash_attention: bool) -> None:
@@ -302,9 +303,15 @@ class _MemoryPlan:
             scenario.precision, grad_bytes, par.zero_stage, par.dp * par.cp,
             par.dp * par.cp // par.ep, ex.fp32_grad_copy)
         self.unit_weights = self.unit_grads = None
+        # the quantized weight copies of a low-precision format (kernels/lowp.py): every local
+        # weight's, kept across micro-batches; under ZeRO-3 the gathered units' only
+        self.copies = weight_copy_bytes(scenario.precision,
+                                        recipe_of(scenario.precision, ex.fp8_recipe))
         if par.zero_stage >= 3:
             unit = zero3_unit_params(scenario) * zero3_units_in_flight(scenario)
-            self.unit_weights, self.unit_grads = unit * per_param.weights, unit * per_param.grads
+            self.unit_weights = unit * (per_param.weights + self.copies)
+            self.unit_grads = unit * per_param.grads
+            self.copies = 0.0
         self.activations = activation_plan(scenario, flash_attention)
         self.nccl = all_stage_nccl_bytes(scenario)
         m, width = scenario.model, 4 if scenario.precision == "fp32" else 2
@@ -320,7 +327,8 @@ class _MemoryPlan:
         """The memory of pipeline stage ``stage``."""
         params = self.params[stage]
         dense, expert = self.dense, self.expert
-        weights = params.dense * dense.weights + params.expert * expert.weights
+        weights = (params.dense * dense.weights + params.expert * expert.weights
+                   + (params.dense + params.expert) * self.copies)
         grads = params.dense * dense.grads + params.expert * expert.grads
         if self.unit_weights is not None and self.unit_grads is not None:
             weights += self.unit_weights

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simcluster.perf.cache import memoised
+from simcluster.perf.kernels.lowp import recipe_of, saved_input_bytes
 from simcluster.perf.params import count_params
 from simcluster.perf.pipeline import in_flight_chunks
 from simcluster.spec.model import ModelSpec
@@ -175,7 +176,7 @@ def _in_flight_units(schedule: str, p: int, v: int, m: int, stage: int) -> tuple
 @memoised()
 def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp: int,
                            sequence_parallel: bool, recompute: str,
-                           flash_attention: bool = True) -> float:
+                           flash_attention: bool = True, linear_bytes: float = 2.0) -> float:
     """Activation bytes one layer stores for one micro-batch, per GPU.
 
     Korthikanti Table 2 term by term (16-bit tensors, 1-byte dropout masks), generalised: Q, K, V
@@ -200,6 +201,10 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
         (recomputed); ``full``: only the layer input ``2*s*b*h`` (``/t`` with SP).
     flash_attention : bool
         Scores, softmax and its dropout mask are never materialised (default True).
+    linear_bytes : float
+        Bytes per element a linear layer saves of its input (QKV, projection, MLP and
+        down-projection inputs): 2, or the quantized copy under a low-precision format
+        (:func:`.kernels.lowp.saved_input_bytes`: Transformer Engine keeps the FP8 copy).
 
     Returns
     -------
@@ -212,14 +217,16 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
         return 2 * sbh / (tp if sequence_parallel else 1)  # checkpointed layer input, 16-bit
     q, kv = model.heads * model.head_dim, model.kv_heads * model.head_dim
     top_k = model.moe.top_k if model.moe else 1
-    mlp_inner = (6 if model.ffn_act == "swiglu" else 4) * model.ffn_hidden
+    lb = linear_bytes
+    # the activation's input (2f; swiglu's two inputs 4f) and the down-projection input
+    mlp_inner = (4 if model.ffn_act == "swiglu" else 2) * model.ffn_hidden + lb * model.ffn_hidden
     replicated = (4 * sbh  # inputs of the two norms
-                  + 2 * sbh  # QKV projection input
+                  + lb * sbh  # QKV projection input
                   + sbh  # attention output dropout mask
-                  + 2 * sbh  # MLP input
+                  + lb * sbh  # MLP input
                   + sbh)  # MLP output dropout mask
     sharded = (2 * s * b * (q + 2 * kv)  # Q and K for the scores, V for AV
-               + 2 * s * b * q  # output projection input
+               + lb * s * b * q  # output projection input
                + s * b * top_k * mlp_inner)  # activation input and down-projection input
     scores = 0.0
     if recompute == "none" and not flash_attention:
@@ -290,21 +297,25 @@ class ActivationPlan:
 def activation_plan(scenario: Scenario, flash_attention: bool = True) -> ActivationPlan:
     """The :class:`ActivationPlan` of ``scenario``'s layout."""
     m, par = scenario.model, scenario.parallelism
+    lb = saved_input_bytes(scenario.precision,
+                           recipe_of(scenario.precision, scenario.execution.fp8_recipe))
     return _activation_plan(m, par.micro_batch, m.seq_len // par.cp, par.tp,
                             par.sequence_parallel, par.recompute, flash_attention, par.pp,
-                            2 if scenario.precision == "fp32" else 1)
+                            2 if scenario.precision == "fp32" else 1, lb)
 
 
 @memoised()
 def _activation_plan(m: ModelSpec, b: int, s: int, t: int, sp: bool, recompute: str,
-                     flash_attention: bool, pp: int, factor: int) -> ActivationPlan:
+                     flash_attention: bool, pp: int, factor: int,
+                     linear_bytes: float = 2.0) -> ActivationPlan:
     full = recompute == "full"
     return ActivationPlan(
         full=full,
         per_layer=0.0 if full else layer_activation_bytes(m, b, s, t, sp, recompute,
-                                                          flash_attention),
+                                                          flash_attention, linear_bytes),
         stored=layer_activation_bytes(m, b, s, t, sp, "full") if full else 0.0,
-        working=layer_activation_bytes(m, b, s, t, sp, "none", flash_attention) if full else 0.0,
+        working=layer_activation_bytes(m, b, s, t, sp, "none", flash_attention,
+                                       linear_bytes) if full else 0.0,
         embedding=embedding_activation_bytes(m, b, s, t, sp),
         logits=logits_activation_bytes(m, b, s, t, sp), last_stage=pp - 1, factor=factor)
 

@@ -25,9 +25,12 @@ from simcluster.perf.compute import (
     memory_operator,
     optimizer_step_time_s,
 )
+from simcluster.perf.kernels.elementwise import memory_bound_time_s
+from simcluster.perf.kernels.lowp import recipe_of
+from simcluster.perf.kernels.lowp import weight_cast_bytes as lowp_weight_cast_bytes
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.memory_stage import all_chunk_params
-from simcluster.perf.zero3 import copy_in_bytes, copy_out_bytes
+from simcluster.perf.zero3 import copy_in_bytes, copy_out_bytes, weight_cast_bytes
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -157,18 +160,26 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
                         par.cp, par.sequence_parallel, par.recompute, ex.attention,
                         par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance,
-                        (copy_out_bytes(s), copy_in_bytes(s)))
+                        (copy_out_bytes(s), copy_in_bytes(s), weight_cast_bytes(s)),
+                        (ex.fp8_recipe, ex.fp8_cast_fusion))
 
 
 @memoised()
 def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
                  attention: str, ep: int, elementwise: str, host_op_s: float,
-                 cp_load_balance: bool, copies: tuple[float, float]) -> LayerTimes:
+                 cp_load_balance: bool, copies: tuple[float, float, float],
+                 lowp: tuple[str, bool]) -> LayerTimes:
     layer = layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
                         recompute, attention, ep=ep, elementwise=elementwise,
-                        host_op_s=host_op_s, cp_load_balance=cp_load_balance)
-    copy_out, copy_in = copies
+                        host_op_s=host_op_s, cp_load_balance=cp_load_balance,
+                        fp8_recipe=lowp[0], fp8_cast_fusion=lowp[1])
+    copy_out, copy_in, cast = copies
+    if cast:  # ZeRO-3 under a low-precision format: the gathered weights quantized each pass
+        op = memory_operator(acc.value, "weight_cast", cast, backward_factor=1.0)
+        layer = dataclasses.replace(layer, forward_s=layer.forward_s + op.time_s,
+                                    backward_s=layer.backward_s + op.backward_s,
+                                    operators=(*layer.operators, op))
     if copy_out == 0 and copy_in == 0:
         return layer
     # FSDP2's copies (perf/zero3.py): the all-gather copy-out once before the forward and once
@@ -209,11 +220,19 @@ def optimizer_s(s: Scenario, held: float, expert: float = 0.0) -> float:
     """The optimizer step of a GPU holding ``held`` parameters, ``expert`` of them MoE experts:
     Adam over its ZeRO shard (from ZeRO-1 on, dense parameters over ``dp * cp``, expert parameters
     over ``dp * cp / ep``, as the memory model shards them: :mod:`simcluster.perf.memory`;
-    :func:`simcluster.perf.compute.optimizer_step_time_s`).
+    :func:`simcluster.perf.compute.optimizer_step_time_s`). Under a low-precision format below
+    ZeRO-3 it also quantizes the ``held`` weights once per step (:mod:`.kernels.lowp`: the
+    copies are kept across the micro-batches; the embedding and output layer, 16-bit, are counted
+    too, a small excess).
     """
     par = s.parallelism
     acc = s.cluster.topology.accelerator
+    recipe = recipe_of(s.precision, s.execution.fp8_recipe)
+    cast = 0.0
+    if recipe != "none" and par.zero_stage < 3:
+        cast = memory_bound_time_s(acc, lowp_weight_cast_bytes(recipe, held))
     if par.zero_stage == 0:
-        return optimizer_step_time_s(acc, held, 1)
+        return cast + optimizer_step_time_s(acc, held, 1)
     dense = optimizer_step_time_s(acc, held - expert, par.dp * par.cp)
-    return dense + (optimizer_step_time_s(acc, expert, par.dp * par.cp // par.ep) if expert else 0.0)
+    return cast + dense + (optimizer_step_time_s(acc, expert, par.dp * par.cp // par.ep)
+                           if expert else 0.0)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 from simcluster.errors import check_choice
 from simcluster.perf.cost import training_cost
+from simcluster.perf.kernels.lowp import gemm_dtype
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
 from simcluster.perf.step import StepEstimate, TimeBreakdown, estimate_step
 from simcluster.run.perturb import (
@@ -47,7 +48,7 @@ class RunResult:
         s, step = self.scenario, self.step
         gpus = s.cluster.gpus
         t = step.iteration_time_s
-        peak = s.cluster.topology.accelerator.peak(s.precision)
+        peak = s.cluster.topology.accelerator.peak(gemm_dtype(s.precision))  # the format's
         tokens_per_s = s.parallelism.global_batch * s.model.seq_len / t
         return {
             "scenario": s.name, "engine": self.engine, "gpus": gpus,

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from simcluster.errors import SpecError
+from simcluster.spec.hardware import BLOCK_SCALED_ARCHS, LOW_PRECISION
 
 if TYPE_CHECKING:
-    from simcluster.spec.hardware import TopologySpec
+    from simcluster.spec.hardware import AcceleratorSpec, TopologySpec
     from simcluster.spec.model import ModelSpec
     from simcluster.spec.scenario import ParallelismSpec, Scenario
 
@@ -117,12 +118,25 @@ def _check_cp_ep(par: ParallelismSpec, m: ModelSpec) -> None:
         raise SpecError("parallelism.ep", f"{par.ep} does not divide experts={m.moe.experts}")
 
 
+def _check_precision(acc: AcceleratorSpec, precision: str) -> None:
+    """The accelerator runs ``precision``: its tensor-core peak is listed, and block-scaled
+    formats need Blackwell (``execution.fp8_recipe`` applies to precision fp8 only and is
+    ignored otherwise: a stack states it for every precision)."""
+    if precision in ("mxfp8", "nvfp4") and acc.arch not in BLOCK_SCALED_ARCHS:
+        hint = ": use fp8" if acc.arch == "hopper" else ""
+        arch = acc.arch or "of no stated architecture"
+        raise SpecError("precision", f"{precision} needs block-scaled tensor cores (Blackwell, "
+                        f"sm100 and later); {acc.name} is {arch}{hint}")
+    peak = LOW_PRECISION.get(precision, precision)
+    if peak not in acc.peak_flops_per_s:
+        have = ", ".join(acc.peak_flops_per_s)
+        raise SpecError("precision", f"{precision} is not supported by {acc.name}: it runs at "
+                        f"the {peak} tensor-core rate, and peak_TFLOPS has {have}")
+
+
 def _check_hardware(s: Scenario) -> None:
     topo = s.cluster.topology
-    if s.precision not in topo.accelerator.peak_flops_per_s:
-        have = ", ".join(topo.accelerator.peak_flops_per_s)
-        raise SpecError("precision", f"{s.precision} is not supported by {topo.accelerator.name} "
-                        f"(has {have})")
+    _check_precision(topo.accelerator, s.precision)
     if s.cluster.nodes > 1 and topo.scale_out.nics_per_node == 0:
         raise SpecError("cluster.nodes", f"{s.cluster.nodes} nodes but topology {topo.name} has "
                         "no NICs (scale_out.nics_per_node: 0)")

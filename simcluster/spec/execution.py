@@ -21,6 +21,9 @@ CP_COMM_TYPES = ("p2p", "all_gather")
 #: the unfused path (scores GEMM, softmax, AV GEMM).
 ATTENTION_KERNELS = ("auto", "flash2", "flash3", "cudnn", "triton-flash", "sdpa-flash", "flash1",
                      "xformers", "math")
+#: Scaling recipes of ``precision: fp8`` (Transformer Engine ``DelayedScaling``,
+#: ``Float8CurrentScaling``, ``Float8BlockScaling``); ``auto``: delayed.
+FP8_RECIPES = ("auto", "delayed", "current", "blockwise")
 #: The fused kernel ``flash_attention: true`` means when no kernel is named: ``auto``, the fastest
 #: published kernel for the accelerator's architecture (perf/kernels/attention.py).
 DEFAULT_FLASH_KERNEL = "auto"
@@ -99,6 +102,18 @@ class ExecutionSpec:
         doc="norms, rotary embedding, SwiGLU gate and loss as fused kernels (Megatron, Transformer "
         "Engine), or eager: PyTorch's op chains of torchtitan's Llama code, fp32 casts included "
         "(docs/stacks.md)")
+    fp8_recipe: str = spec_field(
+        "auto", choices=FP8_RECIPES, doc="scaling of precision fp8 (Transformer Engine): delayed "
+        "(scales from the amax history of earlier steps, NeMo's FP8-DS), current (tensorwise "
+        "scales from each tensor's own amax, one more read per cast: FP8-CS), blockwise (1x128 "
+        "and 128x128 tiles with fp32 scales, DeepSeek-V3); auto: delayed. Ignored unless "
+        "precision is fp8: mxfp8 and nvfp4 carry their own block scaling (docs/stacks.md, Low "
+        "precision)")
+    fp8_cast_fusion: bool = spec_field(
+        True, doc="under fp8, mxfp8 or nvfp4, the norm before a linear layer and the MLP's "
+        "activation write the quantized copies themselves (Transformer Engine's LayerNormLinear "
+        "and LayerNormMLP, Megatron-Core); false: every input and gradient cast is a kernel of "
+        "its own (te.Linear modules, torchao)")
     tp_comm_overlap: str = spec_field(
         "none", choices=TP_OVERLAP_MODES,
         doc="TP all-gathers and reduce-scatters overlapped with their GEMMs (Transformer Engine "

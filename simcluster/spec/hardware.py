@@ -13,7 +13,17 @@ from dataclasses import dataclass
 from simcluster.errors import SpecError
 from simcluster.spec.schema import spec_field
 
-DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8")
+#: Peak-rate keys of an accelerator (tensor-core input formats). ``fp8`` covers the per-tensor
+#: scaled E4M3/E5M2 GEMMs and MXFP8 (the same tensor-core rate on Blackwell), ``fp4`` NVFP4/MXFP4.
+DTYPES = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
+#: Scenario precisions: the training dtype, or the low-precision format of the linear layers'
+#: GEMMs (fp8, mxfp8, nvfp4: Transformer Engine recipes, perf/kernels/lowp.py).
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "mxfp8", "nvfp4")
+#: Low-precision formats and the tensor-core peak (``peak_TFLOPS`` key) their GEMMs run at.
+LOW_PRECISION = {"fp8": "fp8", "mxfp8": "fp8", "nvfp4": "fp4"}
+#: Architectures whose tensor cores take the block-scaled formats (MXFP8, NVFP4: sm100 and later;
+#: NVIDIA Blackwell architecture technical brief; Hopper has no block-scaled MMA).
+BLOCK_SCALED_ARCHS = ("blackwell",)
 #: GPU architectures the kernel models key their data on (perf/kernels; "" = not stated).
 ARCHS = ("volta", "ampere", "ada", "hopper", "blackwell", "cdna3", "")
 SCALE_UP_KINDS = ("nvswitch", "nvlink-bridge", "pcie", "nvl-domain")

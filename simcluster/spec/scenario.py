@@ -13,7 +13,7 @@ from simcluster import catalog
 from simcluster.errors import SpecError
 from simcluster.spec.checks import check_scenario, check_tp_divides_model
 from simcluster.spec.execution import ExecutionSpec
-from simcluster.spec.hardware import DTYPES, TopologySpec
+from simcluster.spec.hardware import PRECISIONS, TopologySpec
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.schema import Context, spec_field
 
@@ -326,7 +326,11 @@ class Scenario:
     model: ModelSpec = spec_field()
     cluster: ClusterSpec = spec_field()
     parallelism: ParallelismSpec = spec_field()
-    precision: str = spec_field("bf16", choices=DTYPES)
+    precision: str = spec_field(
+        "bf16", choices=PRECISIONS, doc="training dtype, or the low-precision format of the "
+        "linear layers' GEMMs (fp8: E4M3/E5M2 with execution.fp8_recipe; mxfp8, nvfp4: block "
+        "scaled, Blackwell); activations, attention, norms and the optimizer stay bf16 under "
+        "fp8, mxfp8 and nvfp4 (docs/stacks.md, Low precision)")
     execution: ExecutionSpec = spec_field(ExecutionSpec())
     perturbations: PerturbationsSpec = spec_field(PerturbationsSpec())
     training: TrainingSpec = spec_field(TrainingSpec())

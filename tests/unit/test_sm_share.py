@@ -66,11 +66,11 @@ def test_default_is_two_nccl_channels_per_nic() -> None:
 
 
 def test_unknown_sm_count_takes_nothing() -> None:
-    b200 = schema.parse(AcceleratorSpec, catalog.entry("accelerators", "b200"))
-    assert b200.sms == 0
+    unknown = {"preset": "b200", "sms": 0}  # a part whose SM count is not stated
+    assert schema.parse(AcceleratorSpec, {**catalog.entry("accelerators", "b200"), "sms": 0}).sms == 0
     s = load_scenario({"name": "b", "model": WIDE, "precision": "bf16",
                        "cluster": {"topology": {"preset": "dgx-a100-80gb",
-                                                "accelerator": {"preset": "b200"}}, "nodes": 2},
+                                                "accelerator": unknown}, "nodes": 2},
                        "parallelism": {"tp": 1, "pp": 1, "global_batch": 64, "micro_batch": 4,
                                        "zero_stage": 3}})
     assert comm_sm_share(s) == 0.0

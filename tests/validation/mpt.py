@@ -111,6 +111,9 @@ def load_rows(path: Path = DATA) -> list[MptRow]:
 
 ROWS = load_rows()
 BF16 = [r for r in ROWS if r.precision in ("amp_bf16", "bf16")]  # bf16: FSDP PURE (A100 40GB)
+#: composer's ``amp_fp8``: Transformer Engine FP8 with delayed scaling on MPT's te.Linear modules
+#: (the ``llm-foundry-2023`` stack's fp8_recipe and unfused casts).
+FP8 = [r for r in ROWS if r.precision == "amp_fp8"]
 
 
 def scenario(row: MptRow) -> Scenario:
@@ -123,7 +126,7 @@ def scenario(row: MptRow) -> Scenario:
         "position": "learned", "norm": "layernorm"}
     reduce_fp32 = fp32_reduce and row.mp_mode == "DEFAULT"
     return load_scenario({
-        "name": row.id, "model": model, "precision": "bf16",
+        "name": row.id, "model": model, "precision": "fp8" if row.precision == "amp_fp8" else "bf16",
         "execution": {"stack": "llm-foundry-2023", "attention": row.attention,
                       "fp32_grad_buffer": reduce_fp32},
         "cluster": {"topology": topology, "nodes": max(row.gpus // GPUS_PER_NODE, 1)},
@@ -161,6 +164,10 @@ SUBSETS = (
            tuple(r for r in BF16 if r.gpu.startswith("h100") and not r.long), 0.10),
     Subset("MPT bf16, seq >= 16k (A100 and H100)", tuple(r for r in BF16 if r.long), 0.12),
 )
+
+
+#: Issue 23's subset: the amp_fp8 rows (H100 80GB FP8 table).
+FP8_SUBSET = Subset("MPT amp_fp8 (H100)", tuple(FP8), 0.10)
 
 
 def summary(errors: Iterable[float]) -> tuple[float, float]:

@@ -83,7 +83,7 @@ def swiglu(acc: AcceleratorSpec, elements: float) -> OperatorTime:
 
 
 def repeat_kv(acc: AcceleratorSpec, kv_elements: float, q_elements: float,
-              size: int) -> OperatorTime | None:
+              size: float) -> OperatorTime | None:
     """The K and V copies at query width of grouped-query attention (None without groups)."""
     if q_elements <= kv_elements:
         return None
@@ -91,7 +91,7 @@ def repeat_kv(acc: AcceleratorSpec, kv_elements: float, q_elements: float,
     return eager_operator(acc, "repeat_kv", nbytes, 2)
 
 
-def output_copy(acc: AcceleratorSpec, elements: float, size: int) -> OperatorTime:
+def output_copy(acc: AcceleratorSpec, elements: float, size: float) -> OperatorTime:
     """``transpose(1, 2).contiguous()`` of the attention output."""
     return eager_operator(acc, "attn_out_copy", 2 * elements * size, 1)
 

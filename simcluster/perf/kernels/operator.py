@@ -13,8 +13,9 @@ from typing import Final
 
 from simcluster.errors import SpecError
 
-#: Bytes per element of each dtype (tf32 is stored as fp32).
-DTYPE_BYTES: Final[dict[str, int]] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+#: Bytes per element of each dtype (tf32 is stored as fp32; fp4 packs two elements a byte).
+DTYPE_BYTES: Final[dict[str, float]] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1,
+                                        "fp4": 0.5}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +73,7 @@ class LayerTimes:
     operators: tuple[OperatorTime, ...]
 
 
-def bytes_per_element(dtype: str) -> int:
+def bytes_per_element(dtype: str) -> float:
     """Bytes one element of ``dtype`` occupies (``SpecError`` at ``precision`` if unknown)."""
     if dtype not in DTYPE_BYTES:
         raise SpecError("precision", f"unknown dtype {dtype!r}; expected {list(DTYPE_BYTES)}")
