@@ -8,7 +8,7 @@ replays, then 6 timed replays between two CUDA events; latency = elapsed / 6 / c
 locked). This script copies the rows the fit uses, verbatim, into small CSVs: every row with m, n
 and k multiples of 8 and at least 128 (the decode-sized m < 128 and the misaligned probes are left
 out, as for analysis/gemm_h100_aiconfigurator.csv), sorted by (m, n, k). With more than
-``MAX_ROWS`` rows a table would be subsampled evenly; none of the tables below needs it (9,468 to
+``MAX_ROWS`` rows a table would be subsampled evenly; none of the tables below needs it (9,538 to
 9,576 rows each). It also writes the measured activation-quantisation latencies of the TensorRT-LLM
 per-tensor fp8 path (``analysis/gemm_fp8_act_quant_aiconfigurator.csv``), which the fp8 fit takes
 out of the GEMM latencies.
@@ -18,9 +18,9 @@ Usage (repository root; needs pandas and pyarrow)::
     python3 analysis/extract_gemm_aiconfigurator.py GIT_DIR [COMMIT]
 
 ``GIT_DIR`` is a clone (or bare mirror) of github.com/ai-dynamo/aiconfigurator; ``COMMIT``
-defaults to the one every provenance entry of analysis/gemm_sweeps.yaml names. The CSVs it writes
-are byte-identical to the checked-in ones at that commit (and so is analysis/gemm_h100_aiconfigurator.csv's
-data block, which this script can rewrite with ``--h100-bf16``).
+defaults to the one every provenance entry of analysis/gemm_sweeps.yaml names; at that commit the
+CSVs it writes are byte-identical to the checked-in ones. ``--h100-bf16`` instead checks that the
+same selection reproduces the data rows of analysis/gemm_h100_aiconfigurator.csv (it does).
 """
 
 from __future__ import annotations
@@ -31,8 +31,12 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from _guard import guarded
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 ANALYSIS = ROOT / "analysis"
@@ -139,13 +143,13 @@ def git_bytes(git_dir: Path, commit: str, path: str) -> bytes:
     return done.stdout
 
 
-def read_parquet(git_dir: Path, commit: str, path: str):  # type: ignore[no-untyped-def]
-    import pandas as pd  # optional: only this script needs it
+def read_parquet(git_dir: Path, commit: str, path: str) -> pd.DataFrame:
+    import pandas as pd  # optional: only this script needs it (with pyarrow)
 
     return pd.read_parquet(io.BytesIO(git_bytes(git_dir, commit, path)))
 
 
-def aligned(df):  # type: ignore[no-untyped-def]
+def aligned(df: pd.DataFrame) -> pd.DataFrame:
     """Rows with m, n and k multiples of 8 and at least 128, sorted by (m, n, k)."""
     keep = (df.m % 8 == 0) & (df.n % 8 == 0) & (df.k % 8 == 0)
     keep &= (df.m >= 128) & (df.n >= 128) & (df.k >= 128)

@@ -26,6 +26,13 @@ on the ``role: fit`` sweeps of ``analysis/gemm_sweeps.yaml``, each with a consta
 
 Usage (repository root): ``python3 analysis/fit_gemm_tiles.py``. Prints the parameters, the
 residuals and the summaries the catalog comments and docs/catalog.md quote.
+
+Other formats and accelerators (fp8 on Hopper; bf16, fp8 and NVFP4 on Blackwell):
+``python3 analysis/fit_gemm_tiles.py --formats`` fits every sweep of gemm_sweeps.yaml with a ``fit``
+block, ``--sweep ID [ID ...]`` the named ones, and ``--csv PATH --accelerator NAME --format FMT
+--sms N --peak TFLOPS [--tiles blackwell] [--act-quant B]`` any CSV of (m, n, k, latency_ms). Each
+prints the fitted tile terms, the free-clock level at 8192^3, the sustained level, the mean
+|error| of time and its median / p90 by latency band (section "Other formats" below).
 """
 
 from __future__ import annotations
@@ -163,14 +170,15 @@ def fit_h100_sweep(acc: AcceleratorSpec, rows: np.ndarray) -> tuple[GemmTileSpec
 def fit_sweep(acc: AcceleratorSpec, rows: np.ndarray, *, dtype: str = "bf16",
               quant: np.ndarray | None = None, shapes: Sequence[tuple[int, int]] = H100_FIT_TILES,
               sms: int = 132, effs: np.ndarray = COARSE_EFF, t0s: np.ndarray = COARSE_T0,
-              t0_half: float = 0.25e-6) -> tuple[GemmTileSpec, float, float, float]:
+              t0_half: float = 0.25e-6,
+              k_grid: np.ndarray = H100_K_GRID) -> tuple[GemmTileSpec, float, float, float]:
     """(tiles, level, t0, mean |error|): the coarse grids over every tile of ``shapes``, split and
     k_overhead, then fine grids of the level and t0 (+- ``t0_half``) around the best."""
     base = GemmTileSpec(sms=sms, tile_m=128, tile_n=128, k_overhead=0.0,
                         reference_mnk=H100_REFERENCE, source="analysis/fit_gemm_tiles.py")
     measured = rows[:, 3]
     best: tuple[float, GemmTileSpec, float, float] | None = None
-    for (tm, tn), split, k0 in itertools.product(shapes, SPLITS, H100_K_GRID):
+    for (tm, tn), split, k0 in itertools.product(shapes, SPLITS, k_grid):
         tiles = dataclasses.replace(base, tile_m=tm, tile_n=tn, max_split_k=split,
                                     k_overhead=float(k0))
         loss, eff, t0 = lad(*h100_unit_times(acc, tiles, rows, dtype), measured, effs, t0s, quant)
@@ -399,6 +407,8 @@ class FormatSweep:
     act_quant: str | float    # "measured", bytes per activation element, or 0 (none)
     sms_check: tuple[int, ...] = ()
     mamf_tflops: float | None = None  # the catalog's best-shape MAMF number, if any
+    sustained_ms: float = SUSTAINED_MS  # kernels at least this long set the sustained level
+    k_grid: tuple[int, int, int] = (0, 512, 16)  # k_overhead grid: first, last, step
 
     @property
     def dtype(self) -> str:
@@ -421,7 +431,9 @@ def format_sweeps(sweeps: list[dict[str, object]]) -> list[FormatSweep]:
                 (int(a), int(b)) for a, b in tiles),
             act_quant=fit.get("act_quant", 0.0),
             sms_check=tuple(int(s) for s in fit.get("sms_check", ())),
-            mamf_tflops=None if fit.get("mamf_TFLOPS") is None else float(fit["mamf_TFLOPS"])))
+            mamf_tflops=None if fit.get("mamf_TFLOPS") is None else float(fit["mamf_TFLOPS"]),
+            sustained_ms=float(fit.get("sustained_ms", SUSTAINED_MS)),
+            k_grid=tuple(int(v) for v in fit.get("k_grid", (0, 512, 16)))))  # type: ignore[arg-type]
     return out
 
 
@@ -447,8 +459,9 @@ def quant_times(sweep: FormatSweep, acc: AcceleratorSpec, rows: np.ndarray) -> n
     per_element = float(sweep.act_quant)
     if per_element == 0.0:
         return None
-    return (rows[:, 0] * rows[:, 2] * per_element
-            / (acc.memory_bandwidth_Bps * acc.memory_efficiency))
+    bandwidth = acc.memory_bandwidth_Bps * acc.memory_efficiency
+    quant: np.ndarray = rows[:, 0] * rows[:, 2] * per_element / bandwidth
+    return quant
 
 
 @dataclasses.dataclass(frozen=True)
@@ -462,6 +475,7 @@ class FormatFit:
     loss: float
     sustained: float
     long: int
+    level_1ms: float
     raw_free: float
     raw_sustained: float
     sustained_loss: float
@@ -481,21 +495,26 @@ def fit_format(sweep: FormatSweep) -> FormatFit:
           f"K {k.min():.0f}-{k.max():.0f}; latency {t.min() * 1e3:.4f}-{t.max() * 1e3:.2f} ms; "
           f"fastest {measured_tf.max():.1f} TFLOP/s (quantisation included)"
           + (f"; MAMF best shape {sweep.mamf_tflops:g}" if sweep.mamf_tflops else ""))
-    long_rows = t >= SUSTAINED_MS * 1e-3
+    long_rows = t >= sweep.sustained_ms * 1e-3
     if quant is not None:
         print(f"activation quantisation ({sweep.act_quant}"
               f"{'' if sweep.act_quant == 'measured' else ' B/element, modelled'}): median "
               f"{np.median(quant / t):.1%} of the latency, {np.median(quant[long_rows] / t[long_rows]):.1%} "
-              f"on the kernels of >= {SUSTAINED_MS} ms")
+              f"on the kernels of >= {sweep.sustained_ms:g} ms")
+    first, last, step = sweep.k_grid
+    k_grid = np.arange(first, last + 1, step)
     tiles, eff, t0, loss = fit_sweep(acc, rows, dtype=sweep.dtype, quant=quant, shapes=sweep.tiles,
-                                     sms=sweep.sms, effs=FORMAT_EFF, t0s=FORMAT_T0, t0_half=0.5e-6)
-    ratio, long = sustained_ratio(acc, tiles, rows, eff, t0, dtype=sweep.dtype, quant=quant,
-                                  max_share=MAX_QUANT_SHARE)
+                                     sms=sweep.sms, effs=FORMAT_EFF, t0s=FORMAT_T0, t0_half=0.5e-6,
+                                     k_grid=k_grid)
+    ratio, long = sustained_ratio(acc, tiles, rows, eff, t0, sweep.sustained_ms, sweep.dtype, quant,
+                                  MAX_QUANT_SHARE)
     level = eff * ratio
+    ratio_1ms, _ = sustained_ratio(acc, tiles, rows, eff, t0, 1.0, sweep.dtype, quant,
+                                   MAX_QUANT_SHARE)
     print(f"tile {tiles.tile_m}x{tiles.tile_n}, max_split_k {tiles.max_split_k}, k_overhead "
           f"{tiles.k_overhead:g}; free-clock level {eff:.4f} at 8192^3 ({eff * peak:.0f} TFLOP/s), "
           f"t0 {t0 * 1e6:.2f} us, mean |error| {loss:.1%}")
-    for threshold in (0.5, SUSTAINED_MS, 2.0):
+    for threshold in (0.5, 1.0, 2.0, 5.0, 10.0):
         r, count = sustained_ratio(acc, tiles, rows, eff, t0, threshold, sweep.dtype, quant,
                                    MAX_QUANT_SHARE)
         print(f"   kernels >= {threshold} ms: {count} shapes, measured/model rate median {r:.4f} "
@@ -506,14 +525,16 @@ def fit_format(sweep: FormatSweep) -> FormatFit:
                   f"{eff * r:.4f})")
     share = "" if quant is None else f", quantisation < {MAX_QUANT_SHARE:.0%} of the time"
     print(f"sustained matmul_efficiency {level:.4f} ({level * peak:.0f} TFLOP/s at 8192^3, "
-          f"{level:.1%} of peak; {long} shapes >= {SUSTAINED_MS} ms{share})")
+          f"{level:.1%} of peak; {long} shapes >= {sweep.sustained_ms:g} ms{share})")
     raw_free, raw_sustained = eff, level
     if quant is not None:  # the same tile terms with nothing taken out: the bound it moves
         unit, memory = h100_unit_times(acc, tiles, rows, sweep.dtype)
         fine = np.arange(0.30, 0.9501, 0.0005)
         _, raw_free, raw_t0 = lad(unit, memory, t, fine, np.arange(0.0, 16.0001e-6, 0.05e-6))
-        raw_ratio, _ = sustained_ratio(acc, tiles, rows, raw_free, raw_t0, dtype=sweep.dtype)
-        print(f"   (raw t0 {raw_t0 * 1e6:.2f} us, kernels >= {SUSTAINED_MS} ms median {raw_ratio:.4f})")
+        raw_ratio, _ = sustained_ratio(acc, tiles, rows, raw_free, raw_t0, sweep.sustained_ms,
+                                       sweep.dtype)
+        print(f"   (raw t0 {raw_t0 * 1e6:.2f} us, kernels >= {sweep.sustained_ms:g} ms median "
+              f"{raw_ratio:.4f})")
         raw_sustained = raw_free * raw_ratio
         print(f"without taking the quantisation out (same tiles): free-clock {raw_free:.4f}, "
               f"sustained {raw_sustained:.4f}")
@@ -524,12 +545,13 @@ def fit_format(sweep: FormatSweep) -> FormatFit:
         other = format_accelerator(sweep, sms)
         o_tiles, o_eff, _, o_loss = fit_sweep(other, rows, dtype=sweep.dtype, quant=quant,
                                               shapes=((tiles.tile_m, tiles.tile_n),), sms=sms,
-                                              effs=FORMAT_EFF, t0s=FORMAT_T0, t0_half=0.5e-6)
+                                              effs=FORMAT_EFF, t0s=FORMAT_T0, t0_half=0.5e-6,
+                                              k_grid=k_grid)
         print(f"check: {sms} SMs, tile {o_tiles.tile_m}x{o_tiles.tile_n}: max_split_k "
               f"{o_tiles.max_split_k}, k_overhead {o_tiles.k_overhead:g}, free-clock level "
               f"{o_eff:.4f}, mean |error| {o_loss:.2%} (vs {loss:.2%} at {sweep.sms})")
-    return FormatFit(sweep, tiles, eff, t0, loss, level, long, raw_free, raw_sustained,
-                     sustained_loss)
+    return FormatFit(sweep, tiles, eff, t0, loss, level, long, eff * ratio_1ms, raw_free,
+                     raw_sustained, sustained_loss)
 
 
 def format_summary(acc: AcceleratorSpec, rows: np.ndarray, dtype: str, t0: float,
@@ -553,14 +575,15 @@ def format_summary(acc: AcceleratorSpec, rows: np.ndarray, dtype: str, t0: float
 
 def formats_table(fits: Sequence[FormatFit]) -> None:
     """One line per fitted sweep: the numbers the catalog comments quote."""
-    print("\n| sweep | tile | split | k_overhead | free-clock level | sustained level | TFLOP/s | "
-          "mean abs error (free / sustained) | no quantisation taken out (free / sustained) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n| sweep | tile | split | k_overhead | free-clock level | level >= 1 ms | sustained "
+          "level (>= ms) | TFLOP/s | mean abs error (free / sustained) | no quantisation taken out "
+          "(free / sustained) |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for f in fits:
         print(f"| {f.sweep.id} | {f.tiles.tile_m}x{f.tiles.tile_n} | {f.tiles.max_split_k} | "
-              f"{f.tiles.k_overhead:g} | {f.free:.4f} | {f.sustained:.4f} | "
-              f"{f.sustained * f.sweep.peak_tflops:.0f} | {f.loss:.1%} / {f.sustained_loss:.1%} | "
-              f"{f.raw_free:.4f} / {f.raw_sustained:.4f} |")
+              f"{f.tiles.k_overhead:g} | {f.free:.4f} | {f.level_1ms:.4f} | {f.sustained:.4f} "
+              f"({f.sweep.sustained_ms:g}) | {f.sustained * f.sweep.peak_tflops:.0f} | "
+              f"{f.loss:.1%} / {f.sustained_loss:.1%} | {f.raw_free:.4f} / {f.raw_sustained:.4f} |")
 
 
 def formats_main(argv: Sequence[str]) -> int:

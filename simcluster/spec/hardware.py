@@ -161,6 +161,11 @@ class AcceleratorSpec:
     gemm_half_dim: int = spec_field(128, ge=0)
     gemm_tiles: GemmTileSpec | None = spec_field(
         None, doc="tile/wave GEMM model (docs/catalog.md); replaces gemm_half_dim when given")
+    fp8_gemm_tiles: GemmTileSpec | None = spec_field(
+        None, doc="tile/wave GEMM model of the fp8 tensor-core GEMMs where it differs from "
+        "gemm_tiles (fitted on the part's fp8 sweep; docs/catalog.md); null: gemm_tiles")
+    fp4_gemm_tiles: GemmTileSpec | None = spec_field(
+        None, doc="tile/wave GEMM model of the fp4 (NVFP4) GEMMs; null: gemm_tiles")
     memory_efficiency: float = spec_field(0.8, gt=0, le=1)
     attention_efficiency: float = spec_field(
         0.70, gt=0, le=1, doc="fused attention forward rate over the reference matmul rate, used "
@@ -192,9 +197,16 @@ class AcceleratorSpec:
         if limit is not None and self.tdp_W and limit > self.tdp_W:
             raise SpecError("power_limit_W", f"{limit:g} W is above tdp_W {self.tdp_W:g} W: the "
                             "catalog's rates are measured at the TDP, a higher limit is not modelled")
-        if self.sms and self.gemm_tiles is not None and self.gemm_tiles.sms != self.sms:
-            raise SpecError("gemm_tiles.sms", f"{self.gemm_tiles.sms} differs from the "
-                            f"accelerator's sms {self.sms}")
+        for key, tiles in (("gemm_tiles", self.gemm_tiles), ("fp8_gemm_tiles", self.fp8_gemm_tiles),
+                           ("fp4_gemm_tiles", self.fp4_gemm_tiles)):
+            if self.sms and tiles is not None and tiles.sms != self.sms:
+                raise SpecError(f"{key}.sms", f"{tiles.sms} differs from the accelerator's sms "
+                                f"{self.sms}")
+
+    def tiles(self, dtype: str) -> GemmTileSpec | None:
+        """The tile/wave GEMM model of ``dtype``'s GEMMs (its own block, else ``gemm_tiles``)."""
+        own = {"fp8": self.fp8_gemm_tiles, "fp4": self.fp4_gemm_tiles}.get(dtype)
+        return own if own is not None else self.gemm_tiles
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype`` (``SpecError`` when the chip lacks it)."""

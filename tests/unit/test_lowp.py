@@ -67,7 +67,9 @@ def test_linear_gemms_at_the_fp8_rate_attention_and_norms_in_bf16() -> None:
     qkv = _op(fp8, "qkv")
     expected = gemm_operator(H100, "fp8", "qkv", (4096, 4096 + 2 * 1024, 4096))
     assert qkv.time_s == expected.time_s
-    assert qkv.backward_s == expected.backward_s
+    # the data- and weight-gradient GEMMs with Hopper's split accumulator (pytorch/ao#2377)
+    assert qkv.backward_s == pytest.approx(1.15 * expected.backward_s, rel=1e-12)
+    assert qkv.wgrad_s == pytest.approx(1.15 * expected.wgrad_s, rel=1e-12)
     for name, kind in (("attention", "attention"), ("norm1", "memory"), ("rope", "memory")):
         assert _op(fp8, name, kind) == _op(bf16, name, kind)
     cast = _op(fp8, "proj_cast", "memory")  # the attention output: a cast kernel of its own
@@ -133,6 +135,8 @@ def test_nvfp4_runs_at_the_fp4_rate_on_blackwell() -> None:
     layer = compute.layer_times(LLAMA, B200, "nvfp4", 1, 4096, 1)
     assert _op(layer, "qkv").time_s == gemm_operator(B200, "fp4", "qkv",
                                                      (4096, 6144, 4096)).time_s
+    assert _op(layer, "qkv").backward_s == gemm_operator(B200, "fp4", "qkv",
+                                                         (4096, 6144, 4096)).backward_s
     mx = compute.layer_times(LLAMA, B200, "mxfp8", 1, 4096, 1)
     assert _op(mx, "qkv").time_s == gemm_operator(B200, "fp8", "qkv", (4096, 6144, 4096)).time_s
 

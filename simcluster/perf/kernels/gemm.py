@@ -110,8 +110,8 @@ def achievable_matmul_flops_per_s(acc: AcceleratorSpec, dtype: str, m: float, n:
         raise SpecError("gemm", f"dimensions and batch must be > 0, got m={m}, n={n}, "
                         f"k={k}, batch={batch}")
     best = best_matmul_flops_per_s(acc, dtype)
-    if acc.gemm_tiles is not None:
-        tiles = acc.gemm_tiles
+    tiles = acc.tiles(dtype)
+    if tiles is not None:
         return best * tile_efficiency(tiles, m, n, k, batch) / reference_tile_efficiency(tiles)
     half = acc.gemm_half_dim
     if batch != 1.0:

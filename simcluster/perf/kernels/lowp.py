@@ -35,6 +35,7 @@ column-wise copy instead of the bf16 tensor (:func:`saved_input_bytes`).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Final
 
@@ -53,6 +54,16 @@ __all__ = ["FP8_RECIPES", "LOW_PRECISION", "PRECISIONS", "LinearFormat", "activa
 #: E4M3 scale per 16 (per-tensor fp32 scale negligible).
 QUANTIZED_BYTES: Final[dict[str, float]] = {
     "fp8": 1.0, "blockwise": 1.0 + 4.0 / 128, "mxfp8": 1.0 + 1.0 / 32, "nvfp4": 0.5 + 1.0 / 16}
+#: Per-tensor scaled FP8 on Hopper: Transformer Engine runs the data- and weight-gradient GEMMs
+#: with cuBLAS's split accumulator (``use_split_accumulator``: partial sums promoted to fp32
+#: every few MMAs; only the forward GEMM uses fast accumulation), which costs 1.1x to 1.2x
+#: against the fast-accumulation rate a GEMM sweep measures (pytorch/ao#2377, torchao's float8
+#: makes the same split); 1.15, the middle. Block-scaled formats on Blackwell have no such mode
+#: (NVIDIA/TransformerEngine#2748: "there is no fastAccuMode for sm100"), and blockwise FP8
+#: promotes inside its own kernel, whose sweep is its rate.
+SPLIT_ACCUMULATOR_SLOWDOWN: Final[dict[str, float]] = {"hopper": 1.15}
+#: Recipes whose backward GEMMs take the split accumulator where the architecture has one.
+SPLIT_ACCUMULATOR_RECIPES: Final = ("delayed", "current")
 #: Bytes of the 16-bit activations and gradients the casts read.
 HIGH_BYTES: Final = 2.0
 
@@ -79,6 +90,14 @@ def recipe_of(precision: str, fp8_recipe: str) -> str:
     if precision == "fp8":
         return "delayed" if fp8_recipe == "auto" else fp8_recipe
     return precision if precision in LOW_PRECISION else "none"
+
+
+def backward_slowdown(acc: AcceleratorSpec, recipe: str) -> float:
+    """Time factor of the backward GEMMs under ``recipe`` on ``acc``
+    (:data:`SPLIT_ACCUMULATOR_SLOWDOWN`; 1.0 where none applies)."""
+    if recipe not in SPLIT_ACCUMULATOR_RECIPES:
+        return 1.0
+    return SPLIT_ACCUMULATOR_SLOWDOWN.get(acc.arch, 1.0)
 
 
 def quantized_bytes(recipe: str) -> float:
@@ -144,6 +163,11 @@ def linear_operators(acc: AcceleratorSpec, lin: LinearFormat, name: str,
     output gradient (``m x n``); ``input_fused``/``grad_fused``: the kernel before writes the
     copies, where ``lin.fused`` (the stack's TE modules) allows it."""
     m, n, k = shape
-    return [gemm_operator(acc, gemm_dtype(lin.dtype), name, shape, batch),
+    gemm = gemm_operator(acc, gemm_dtype(lin.dtype), name, shape, batch)
+    slow = backward_slowdown(acc, lin.recipe)
+    if slow != 1.0:
+        gemm = dataclasses.replace(gemm, backward_s=gemm.backward_s * slow,
+                                   wgrad_s=gemm.wgrad_s * slow)
+    return [gemm,
             cast_operator(acc, lin.recipe, name, batch * m * k, batch * m * n,
                           input_fused and lin.fused, grad_fused and lin.fused)]
