@@ -43,10 +43,11 @@ class ParamCount:
 
 
 def attention_params(m: ModelSpec) -> int:
-    """Q and O projections ``h x h`` each, K and V ``h x kv_heads*head_dim`` each, plus biases."""
-    kv = m.kv_heads * m.head_dim
-    weights = 2 * m.hidden * m.hidden + 2 * m.hidden * kv
-    biases = (2 * m.hidden + 2 * kv) if m.bias else 0
+    """Q and O projections ``h x heads*head_dim`` each (``h x h`` where ``head_dim = h/heads``),
+    K and V ``h x kv_heads*head_dim`` each, plus biases (Q, K, V on their outputs, O on ``h``)."""
+    q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
+    weights = 2 * m.hidden * q + 2 * m.hidden * kv
+    biases = (q + m.hidden + 2 * kv) if m.bias else 0
     return weights + biases
 
 

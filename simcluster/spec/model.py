@@ -55,6 +55,8 @@ class ModelSpec:
         Transformer blocks, hidden size h, attention (query) heads.
     kv_heads : int
         Key/value heads (grouped-query attention); equals ``heads`` for multi-head attention.
+    head_dim : int
+        Size of one attention head; ``hidden / heads`` unless given (0 in the file).
     ffn_hidden : int
         FFN inner size (per expert for MoE); ``4*hidden`` by default.
     ffn_act : str
@@ -72,6 +74,10 @@ class ModelSpec:
     hidden: int = spec_field(ge=1, le=MAX_HIDDEN)
     heads: int = spec_field(ge=1, le=MAX_HIDDEN)
     kv_heads: int = spec_field(ge=1, le=MAX_HIDDEN, derived=True)
+    head_dim: int = spec_field(
+        0, ge=0, le=MAX_HIDDEN, doc="size of one attention head; 0: hidden / heads. Set it where "
+        "the heads are wider or narrower than hidden / heads (Qwen3: 128 with hidden 2048 and 32 "
+        "heads; GPT-OSS: 64): the Q and output projections are hidden x heads*head_dim")
     ffn_hidden: int = spec_field(ge=1, le=MAX_FFN_HIDDEN, derived=True)
     ffn_act: str = spec_field("gelu", choices=FFN_ACTS)
     vocab: int = spec_field(ge=1, le=MAX_VOCAB)
@@ -97,12 +103,11 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if self.dropout is None:  # as bias: the models with biases are trained with dropout
             object.__setattr__(self, "dropout", self.bias)
-        if self.hidden % self.heads:
-            raise SpecError("hidden", f"{self.hidden} is not divisible by heads={self.heads}")
+        if self.head_dim == 0:
+            if self.hidden % self.heads:
+                raise SpecError("hidden", f"{self.hidden} is not divisible by heads={self.heads}: "
+                                "give head_dim")
+            object.__setattr__(self, "head_dim", self.hidden // self.heads)
         if self.kv_heads > self.heads or self.heads % self.kv_heads:
             raise SpecError("kv_heads", f"{self.kv_heads} must divide heads={self.heads}")
 
-    @property
-    def head_dim(self) -> int:
-        """Size of one attention head, ``hidden / heads``."""
-        return self.hidden // self.heads

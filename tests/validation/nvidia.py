@@ -116,11 +116,12 @@ UNEXPRESSIBLE_MODELS = (
      "table gives no dimensions"),
     ("Kimi_K2", "mixture of experts with multi-head latent attention and a shared expert (the "
      "DeepSeek-V3 design), trained with Muon; simcluster has neither; no dimensions in the table"),
-    ("Qwen3_", "mixture of experts whose attention heads are wider than hidden/heads (head_dim 128 "
-     "with hidden 2048 / 32 heads and 4096 / 64 heads); simcluster derives head_dim = "
-     "hidden/heads; no dimensions in the table"),
-    ("GPT OSS", "mixture of experts with attention sinks, alternating sliding-window attention and "
-     "head_dim != hidden/heads; simcluster has none of these; no dimensions in the table"),
+    ("Qwen3_", "mixture of experts (128 routed experts, top-8) whose token dispatch, grouped GEMMs "
+     "and load imbalance simcluster does not model yet (issue 23's MoE part; model.head_dim now "
+     "expresses its 128-wide heads); no dimensions in the table"),
+    ("GPT OSS", "mixture of experts with attention sinks and alternating sliding-window attention; "
+     "simcluster models neither (model.head_dim expresses its 64-wide heads); no dimensions in "
+     "the table"),
     ("Nemotron_3", "hybrid Mamba-2 / attention (mixture-of-experts) model: simcluster models "
      "attention-only decoders"),
 )
