@@ -11,7 +11,8 @@ the caches cleared (``simcluster.perf.clear_caches``, where it exists): a sweep 
 best of ``--passes`` passes is reported.
 
 Run: ``python benchmarks/bench_layouts.py [--passes 3]``. For the "before" column, run the same
-script with the older code first on ``PYTHONPATH`` (``git archive <commit> | tar -x -C /tmp/x``).
+script with the older code first on ``PYTHONPATH`` (``git worktree add <dir> <commit>``, then
+``PYTHONPATH=<dir>``).
 """
 
 from __future__ import annotations

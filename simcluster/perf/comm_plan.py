@@ -21,12 +21,15 @@ import math
 from dataclasses import dataclass
 
 from simcluster.perf.collectives import CommGroup, collective_time, comm_group
-from simcluster.perf.kernels.operator import LayerTimes
+from simcluster.perf.kernels.lowp import activation_dtype
+from simcluster.perf.kernels.operator import DTYPE_BYTES, LayerTimes
 from simcluster.perf.tp_overlap import overlapped_layer_s
+from simcluster.spec.hardware import PRECISIONS
 from simcluster.spec.scenario import Scenario
 
-#: Bytes per element of the activations exchanged (16-bit training).
-ACT_BYTES = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 2, "mxfp8": 2, "nvfp4": 2}
+#: Bytes per element of the activations exchanged, per scenario precision (the activation dtype:
+#: bf16 under fp8, mxfp8 and nvfp4, kernels/lowp.py).
+ACT_BYTES = {p: DTYPE_BYTES[activation_dtype(p)] for p in PRECISIONS}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -305,13 +305,12 @@ class _MemoryPlan:
         self.unit_weights = self.unit_grads = None
         # the quantized weight copies of a low-precision format (kernels/lowp.py): every local
         # weight's, kept across micro-batches; under ZeRO-3 the gathered units' only
-        self.copies = weight_copy_bytes(scenario.precision,
-                                        recipe_of(scenario.precision, ex.fp8_recipe))
+        copies = weight_copy_bytes(scenario.precision, recipe_of(scenario.precision, ex.fp8_recipe))
+        self.copies = copies if par.zero_stage < 3 else 0.0
         if par.zero_stage >= 3:
             unit = zero3_unit_params(scenario) * zero3_units_in_flight(scenario)
-            self.unit_weights = unit * (per_param.weights + self.copies)
+            self.unit_weights = unit * (per_param.weights + copies)
             self.unit_grads = unit * per_param.grads
-            self.copies = 0.0
         self.activations = activation_plan(scenario, flash_attention)
         self.nccl = all_stage_nccl_bytes(scenario)
         m, width = scenario.model, 4 if scenario.precision == "fp32" else 2

@@ -26,11 +26,10 @@ from simcluster.perf.compute import (
     optimizer_step_time_s,
 )
 from simcluster.perf.kernels.elementwise import memory_bound_time_s
-from simcluster.perf.kernels.lowp import recipe_of
-from simcluster.perf.kernels.lowp import weight_cast_bytes as lowp_weight_cast_bytes
+from simcluster.perf.kernels.lowp import recipe_of, weight_cast_bytes
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.memory_stage import all_chunk_params
-from simcluster.perf.zero3 import copy_in_bytes, copy_out_bytes, weight_cast_bytes
+from simcluster.perf.zero3 import copy_in_bytes, copy_out_bytes, zero3_weight_cast_bytes
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -160,7 +159,7 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
                         par.cp, par.sequence_parallel, par.recompute, ex.attention,
                         par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance,
-                        (copy_out_bytes(s), copy_in_bytes(s), weight_cast_bytes(s)),
+                        (copy_out_bytes(s), copy_in_bytes(s), zero3_weight_cast_bytes(s)),
                         (ex.fp8_recipe, ex.fp8_cast_fusion))
 
 
@@ -230,7 +229,7 @@ def optimizer_s(s: Scenario, held: float, expert: float = 0.0) -> float:
     recipe = recipe_of(s.precision, s.execution.fp8_recipe)
     cast = 0.0
     if recipe != "none" and par.zero_stage < 3:
-        cast = memory_bound_time_s(acc, lowp_weight_cast_bytes(recipe, held))
+        cast = memory_bound_time_s(acc, weight_cast_bytes(recipe, held))
     if par.zero_stage == 0:
         return cast + optimizer_step_time_s(acc, held, 1)
     dense = optimizer_step_time_s(acc, held - expert, par.dp * par.cp)

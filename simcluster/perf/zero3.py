@@ -26,8 +26,7 @@ from dataclasses import dataclass
 
 from simcluster.perf.collectives import collective_time
 from simcluster.perf.comm_plan import ACT_BYTES, Groups
-from simcluster.perf.kernels.lowp import recipe_of
-from simcluster.perf.kernels.lowp import weight_cast_bytes as lowp_weight_cast_bytes
+from simcluster.perf.kernels.lowp import recipe_of, weight_cast_bytes
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.spec.scenario import Scenario
 
@@ -92,14 +91,14 @@ def _fsdp2_copies(s: Scenario) -> bool:
     return par.zero_stage >= 3 and par.dp > 1 and s.execution.zero3_copy_out
 
 
-def weight_cast_bytes(s: Scenario) -> float:
+def zero3_weight_cast_bytes(s: Scenario) -> float:
     """Bytes of quantizing one layer's gathered weights under a low-precision format with
     ZeRO-3, once per gathered pass (the copies cannot be kept across micro-batches when the
     weights are freed after each pass; :mod:`.kernels.lowp`); 0 otherwise."""
     recipe = recipe_of(s.precision, s.execution.fp8_recipe)
     if recipe == "none" or s.parallelism.zero_stage < 3:
         return 0.0
-    return lowp_weight_cast_bytes(recipe, _layer_params(s))
+    return weight_cast_bytes(recipe, _layer_params(s))
 
 
 def _layer_params(s: Scenario) -> float:

@@ -205,8 +205,11 @@ class AcceleratorSpec:
 
     def tiles(self, dtype: str) -> GemmTileSpec | None:
         """The tile/wave GEMM model of ``dtype``'s GEMMs (its own block, else ``gemm_tiles``)."""
-        own = {"fp8": self.fp8_gemm_tiles, "fp4": self.fp4_gemm_tiles}.get(dtype)
-        return own if own is not None else self.gemm_tiles
+        if dtype == "fp8" and self.fp8_gemm_tiles is not None:
+            return self.fp8_gemm_tiles
+        if dtype == "fp4" and self.fp4_gemm_tiles is not None:
+            return self.fp4_gemm_tiles
+        return self.gemm_tiles
 
     def peak(self, dtype: str) -> float:
         """Dense peak FLOP/s for ``dtype`` (``SpecError`` when the chip lacks it)."""

@@ -42,11 +42,7 @@ from typing import Final
 from simcluster.perf.kernels.elementwise import memory_operator
 from simcluster.perf.kernels.gemm import gemm_operator
 from simcluster.perf.kernels.operator import OperatorTime
-from simcluster.spec.execution import FP8_RECIPES
-from simcluster.spec.hardware import LOW_PRECISION, PRECISIONS, AcceleratorSpec
-
-__all__ = ["FP8_RECIPES", "LOW_PRECISION", "PRECISIONS", "LinearFormat", "activation_dtype",
-           "cast_operator", "gemm_dtype", "linear_operators", "recipe_of", "saved_input_bytes"]
+from simcluster.spec.hardware import LOW_PRECISION, AcceleratorSpec
 
 #: Bytes per element of a quantized copy, scales included: FP8 one byte (per-tensor scale);
 #: blockwise FP8 one byte plus an fp32 scale per 128 elements (DeepSeek-V3's 1x128 tiles, TE
@@ -66,11 +62,6 @@ SPLIT_ACCUMULATOR_SLOWDOWN: Final[dict[str, float]] = {"hopper": 1.15}
 SPLIT_ACCUMULATOR_RECIPES: Final = ("delayed", "current")
 #: Bytes of the 16-bit activations and gradients the casts read.
 HIGH_BYTES: Final = 2.0
-
-
-def is_low_precision(precision: str) -> bool:
-    """Whether ``precision`` is a low-precision linear-layer format (fp8, mxfp8, nvfp4)."""
-    return precision in LOW_PRECISION
 
 
 def activation_dtype(precision: str) -> str:
