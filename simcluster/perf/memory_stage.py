@@ -184,7 +184,11 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
     ``2f + 2f``, swiglu ``4f + 2f`` per token) for each of the ``top_k`` experts. For plain GPT this
     is ``s*b*h*(34 + 5*a*s/h)`` without parallelism, ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` with TP and
     ``s*b*h/t*(34 + 5*a*s/h)`` with TP + SP; the SP + selective case is Megatron's
-    ``s*b*h*(18 + 4*ffn/h)/t`` for any gelu MHA layer.
+    ``s*b*h*(18 + 4*ffn/h)/t`` for any gelu MHA layer. A model trained without dropout
+    (``model.dropout`` false: Llama, MPT) keeps no masks: ``32`` instead of ``34`` and ``2*a*s/h``
+    (the softmax output) instead of ``5*a*s/h``. Measured on an H100 with PyTorch 2.11
+    (tests/validation/data/h100_measured/memvar.csv): an eager GPT layer keeps 30.0 bytes per
+    token and hidden unit besides its input (2), 32.0 with dropout p = 0.1 (the two 1-byte masks).
 
     Parameters
     ----------
@@ -220,17 +224,19 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
     lb = linear_bytes
     # the activation's input (2f; swiglu's two inputs 4f) and the down-projection input
     mlp_inner = (4 if model.ffn_act == "swiglu" else 2) * model.ffn_hidden + lb * model.ffn_hidden
+    mask = 1.0 if model.dropout else 0.0  # a model trained without dropout keeps no masks
     replicated = (4 * sbh  # inputs of the two norms
                   + lb * sbh  # QKV projection input
-                  + sbh  # attention output dropout mask
+                  + mask * sbh  # attention output dropout mask
                   + lb * sbh  # MLP input
-                  + sbh)  # MLP output dropout mask
+                  + mask * sbh)  # MLP output dropout mask
     sharded = (2 * s * b * (q + 2 * kv)  # Q and K for the scores, V for AV
                + lb * s * b * q  # output projection input
                + s * b * top_k * mlp_inner)  # activation input and down-projection input
     scores = 0.0
     if recompute == "none" and not flash_attention:
-        scores = 5 * model.heads * s * s * b  # softmax output 2, dropout mask 1, dropout output 2
+        # softmax output 2; with dropout its mask 1 and output 2
+        scores = (2 + 3 * mask) * model.heads * s * s * b
     if sequence_parallel:
         return (replicated + sharded + scores) / tp
     return replicated + (sharded + scores) / tp
@@ -239,13 +245,14 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
 @memoised()
 def embedding_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp: int,
                                sequence_parallel: bool) -> float:
-    """First stage, per micro-batch: ``8*s*b`` (token ids) + ``s*b*h`` (embedding dropout mask).
+    """First stage, per micro-batch: ``8*s*b`` (token ids) + ``s*b*h`` (embedding dropout mask,
+    only for a model trained with dropout).
 
     Megatron ``theoretical_memory_usage.py``: divided by t with SP (``compute_activation_memory``),
     not without it (``compute_activation_memory_without_sp``).
     """
     s, b = seq_len, micro_batch
-    total = 8 * s * b + s * b * model.hidden  # int64 ids; dropout mask
+    total = 8 * s * b + (s * b * model.hidden if model.dropout else 0)  # int64 ids; dropout mask
     return total / (tp if sequence_parallel else 1)
 
 

@@ -128,12 +128,30 @@ def test_flash_attention_drops_the_score_terms() -> None:
 
 
 def test_gqa_and_swiglu_generalisation() -> None:
-    """llama-3-8b (h 4096, kv 1024, ffn 14336 swiglu), s=8192, b=1, t=1, selective:
-    10 sbh + Q,K,V 2sb(4096 + 2048) + out-proj input 2sbh + MLP 6 sb*ffn."""
+    """llama-3-8b (h 4096, kv 1024, ffn 14336 swiglu, no dropout), s=8192, b=1, t=1, selective:
+    8 sbh (norm, QKV and MLP inputs; no dropout masks) + Q,K,V 2sb(4096 + 2048) + out-proj input
+    2sbh + MLP 6 sb*ffn; with dropout the two 1-byte masks add 2 sbh."""
     m = scenario("llama-3-8b", nodes=1, global_batch=64).model
     s = 8192
-    expected = 10 * s * 4096 + 2 * s * 6144 + 2 * s * 4096 + 6 * s * 14336
+    expected = 8 * s * 4096 + 2 * s * 6144 + 2 * s * 4096 + 6 * s * 14336
     assert layer_activation_bytes(m, 1, s, 1, False, "selective") == expected
+    with_dropout = dataclasses.replace(m, dropout=True)
+    assert (layer_activation_bytes(with_dropout, 1, s, 1, False, "selective")
+            == expected + 2 * s * 4096)
+
+
+def test_scores_without_dropout_keep_the_softmax_output_alone() -> None:
+    """Unfused attention without dropout keeps the softmax output (2 bytes) per score, with
+    dropout also its mask (1) and output (2): ``2*a*s^2*b`` against ``5*a*s^2*b``."""
+    m = scenario("llama-3-8b", nodes=1, global_batch=64).model
+    s, a = 4096, m.heads
+
+    def scores(model: ModelSpec) -> float:
+        return (layer_activation_bytes(model, 1, s, 1, False, "none", flash_attention=False)
+                - layer_activation_bytes(model, 1, s, 1, False, "none"))
+
+    assert scores(m) == 2 * a * s * s
+    assert scores(dataclasses.replace(m, dropout=True)) == 5 * a * s * s
 
 
 def test_mixtral_mlp_activations_scale_with_top_k() -> None:
