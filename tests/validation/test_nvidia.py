@@ -27,7 +27,7 @@ NOT_YET = {
         "the H100 long-sequence rows (NeMo's Llama 2 7B table, 4k to 1M tokens with context "
         "parallelism) run 19% to 65% faster than measured, the error growing with the sequence "
         "(the B200 rows of the same table are within 12%). Not cuDNN's rate at long sequences: "
-        "measured on an H100 (test_h100_measured.py) it holds its 16k rate to 64k tokens. Open: "
+        "measured on an H100 (test_gpu_measured.py) it holds its 16k rate to 64k tokens. Open: "
         "which attention backend that NeMo release ran; docs/validation.md"),
 }
 

@@ -1,10 +1,14 @@
-"""simcluster's kernel, layer and memory model against measurements on one H100 SXM of this project.
+"""simcluster's kernel, layer and memory model against measurements on GPUs of this project.
 
-Source: ``tests/validation/data/h100_measured/`` (two runs of ``analysis/device/measure_gpu.py``
-on 2026-11-26, NVIDIA H100 80GB HBM3, 132 SMs, 700 W limit, driver 580.159.04, PyTorch 2.11.0 with
-CUDA 13.0 and cuDNN 9.19; ``env.json``, ``steady_env.json``; how each file was taken:
-analysis/device/README.md). Every comparison here is a prediction of the catalog as it stands,
-fitted on published sources, against a measurement it was not fitted on.
+Sources (``analysis/device/measure_gpu.py``, 2026-11-26, driver 580.159.04, PyTorch 2.11.0 with
+CUDA 13.0 and cuDNN 9.19; ``env.json`` of each folder; how each file was taken:
+analysis/device/README.md):
+- ``tests/validation/data/h100_measured/``: NVIDIA H100 80GB HBM3 (SXM, 132 SMs, 700 W limit), two
+  runs (every section; the second ``steady`` and ``memvar``, ``steady_env.json``);
+- ``tests/validation/data/h200_measured/``: NVIDIA H200 (SXM, 141 GB HBM3e, 132 SMs, 700 W limit),
+  one run (attention, layers, membw, steady, sustained).
+Every comparison here is a prediction of the catalog as it stands, fitted on published sources,
+against a measurement it was not fitted on.
 
 Conventions: error = predicted / measured - 1 (positive: simcluster too fast). Layers are compared
 under the eager PyTorch stack the measurement ran (``elementwise="eager"``, bf16, no tensor
@@ -22,14 +26,16 @@ from pathlib import Path
 
 from simcluster import catalog
 from simcluster.perf.compute import layer_times
-from simcluster.perf.kernels.attention import fused_rates
+from simcluster.perf.kernels.attention import fused_rates, part_scale
 from simcluster.perf.kernels.gemm import achievable_matmul_flops_per_s
 from simcluster.perf.memory_stage import layer_activation_bytes
 from simcluster.spec import schema
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
 
-DATA = Path(__file__).parent / "data" / "h100_measured"
+DATA = Path(__file__).parent / "data"
+#: The catalog accelerator of each measured GPU and the folder of its measurements.
+GPUS = {"h100": ("h100-sxm", DATA / "h100_measured"), "h200": ("h200-sxm", DATA / "h200_measured")}
 #: simcluster's kernel name of each measured PyTorch backend (catalog attention.yaml).
 KERNELS = {"sdpa-flash": "flash2", "cudnn": "cudnn"}
 #: GEMM dtype of each measured variant (fp8 with one scale per tensor: what the catalog level is).
@@ -37,14 +43,14 @@ GEMM_DTYPES = {"bf16": "bf16", "fp8_tensor": "fp8"}
 
 
 @cache
-def h100() -> AcceleratorSpec:
-    return schema.parse(AcceleratorSpec, catalog.entry("accelerators", "h100-sxm"))
+def accelerator(gpu: str) -> AcceleratorSpec:
+    return schema.parse(AcceleratorSpec, catalog.entry("accelerators", GPUS[gpu][0]))
 
 
 @cache
-def rows(name: str) -> tuple[dict[str, str], ...]:
-    """The rows of ``DATA/<name>.csv``."""
-    with (DATA / f"{name}.csv").open(newline="", encoding="utf-8") as fh:
+def rows(gpu: str, name: str) -> tuple[dict[str, str], ...]:
+    """The rows of ``<name>.csv`` of ``gpu``'s measurements."""
+    with (GPUS[gpu][1] / f"{name}.csv").open(newline="", encoding="utf-8") as fh:
         return tuple(csv.DictReader(fh))
 
 
@@ -63,60 +69,63 @@ def layer_model(row: dict[str, str]) -> ModelSpec:
                      position="learned" if gpt else "rope", norm="layernorm" if gpt else "rmsnorm")
 
 
-def layer_errors(row: dict[str, str]) -> tuple[float, float]:
+def layer_errors(gpu: str, row: dict[str, str]) -> tuple[float, float]:
     """(forward, forward + backward) error of one measured layer row."""
-    times = layer_times(layer_model(row), h100(), "bf16", int(row["batch"]), int(row["seq"]), 1,
+    times = layer_times(layer_model(row), accelerator(gpu), "bf16", int(row["batch"]), int(row["seq"]), 1,
                         attention=row["attention"], elementwise="eager")
     fwd = times.forward_s * 1e3 / float(row["fwd_ms_per_layer"]) - 1
     both = (times.forward_s + times.backward_s) * 1e3 / float(row["fwd_bwd_ms_per_layer"]) - 1
     return fwd, both
 
 
-def steady_layer_error(row: dict[str, str]) -> float:
+def steady_layer_error(gpu: str, row: dict[str, str]) -> float:
     """Error of a layer's forward + backward held for seconds at the power limit (cuDNN)."""
-    (burst,) = [r for r in rows("layers") if r["shape"] == row["name"] and r["attention"] == "cudnn"]
-    times = layer_times(layer_model(burst), h100(), "bf16", int(burst["batch"]), int(burst["seq"]),
+    (burst,) = [r for r in rows(gpu, "layers")
+                if r["shape"] == row["name"] and r["attention"] == "cudnn"]
+    times = layer_times(layer_model(burst), accelerator(gpu), "bf16", int(burst["batch"]), int(burst["seq"]),
                         1, attention="cudnn", elementwise="eager")
     return (times.forward_s + times.backward_s) * 1e3 / float(row["ms"]) - 1
 
 
-def gemm_error(row: dict[str, str]) -> float:
+def gemm_error(gpu: str, row: dict[str, str]) -> float:
     """Error of a GEMM held for a second at the power limit (``steady.csv``)."""
     m, n, k = (int(v) for v in row["name"].split("x"))
-    predicted = achievable_matmul_flops_per_s(h100(), GEMM_DTYPES[row["dtype"]], m, n, k)
+    predicted = achievable_matmul_flops_per_s(accelerator(gpu), GEMM_DTYPES[row["dtype"]], m, n, k)
     return predicted / (float(row["tflops"]) * 1e12) - 1
 
 
-def steady_gemms(dtype: str) -> list[dict[str, str]]:
-    return [r for r in rows("steady") if r["what"] == "gemm" and r["dtype"] == dtype]
+def steady_gemms(gpu: str, dtype: str) -> list[dict[str, str]]:
+    return [r for r in rows(gpu, "steady") if r["what"] == "gemm" and r["dtype"] == dtype]
 
 
-def sustained_tflops(dtype: str, after_s: float = 10.0) -> float:
-    """Median rate of the 25 s back-to-back 8192^3 run after its first ``after_s`` seconds."""
-    return statistics.median(float(r["tflops"]) for r in rows("sustained")
+def sustained_tflops(gpu: str, dtype: str, after_s: float = 10.0) -> float:
+    """Median rate of the back-to-back 8192^3 run (25 s on the H100, 15 s on the H200) after its
+    first ``after_s`` seconds."""
+    return statistics.median(float(r["tflops"]) for r in rows(gpu, "sustained")
                              if r["dtype"] == dtype and float(r["t_s"]) > after_s)
 
 
-def attention_errors(kernel: str, min_seq: int = 0, max_seq: int = 16384,
+def attention_errors(gpu: str, kernel: str, min_seq: int = 0, max_seq: int = 16384,
                      head_dims: tuple[int, ...] = (64, 128)) -> list[tuple[float, float]]:
     """(forward, backward) error of the catalog table of ``kernel`` against each measured point
     with ``min_seq <= seq <= max_seq``."""
     out = []
-    for r in rows("attention"):
+    scale = part_scale(accelerator(gpu), "h100-sxm")  # the Hopper tables were measured on an H100
+    for r in rows(gpu, "attention"):
         seq, hd = int(r["seq"]), int(r["head_dim"])
         if r["kernel"] != kernel or not min_seq <= seq <= max_seq or hd not in head_dims:
             continue
         rates = fused_rates("hopper", KERNELS[kernel], "bf16", hd, seq, r["causal"] == "1")
         assert rates is not None, f"no {KERNELS[kernel]} table for hopper"
-        out.append((rates[0] / 1e12 / float(r["fwd_tflops"]) - 1,
-                    rates[1] / 1e12 / float(r["bwd_tflops"]) - 1))
+        out.append((scale * rates[0] / 1e12 / float(r["fwd_tflops"]) - 1,
+                    scale * rates[1] / 1e12 / float(r["bwd_tflops"]) - 1))
     return out
 
 
-def achieved_bandwidth_fraction(op: str) -> float:
-    """Measured GB/s of the 1 GiB ``op`` over the H100 SXM's 3350 GB/s."""
-    (row,) = [r for r in rows("membw") if r["op"] == op]
-    return float(row["GBps"]) * 1e9 / h100().memory_bandwidth_Bps
+def achieved_bandwidth_fraction(gpu: str, op: str) -> float:
+    """Measured GB/s of the 1 GiB ``op`` over the part's HBM bandwidth (3350 / 4800 GB/s)."""
+    (row,) = [r for r in rows(gpu, "membw") if r["op"] == op]
+    return float(row["GBps"]) * 1e9 / accelerator(gpu).memory_bandwidth_Bps
 
 
 def stack_activation_error(row: dict[str, str]) -> float:

@@ -1,0 +1,173 @@
+"""Kernels, layers and activation memory on an H100 and an H200 SXM, measured by this project
+(2026-11-26).
+
+Sources: ``tests/validation/data/h100_measured/`` and ``h200_measured/``
+(``analysis/device/measure_gpu.py`` at the cards' 700 W limit, PyTorch 2.11, CUDA 13.0, cuDNN 9.19;
+analysis/device/README.md; :mod:`tests.validation.gpu_measured`). The catalog was fitted on
+published sources only; these measurements check it. Error = predicted / measured - 1.
+
+Tolerances, and why (each GPU):
+- eager transformer layers (10 shapes x 2 attention kernels, bursts of ~100 ms): forward +
+  backward median |error| 5%, every row 8%; forward alone median 5%, every row 12% (the forward is
+  a third of the time, so launch and norm kernels weigh more in it).
+- the same layers held 6 s at the power limit: 5% each.
+- GEMMs held a second at the power limit, >= 2048 tokens: bf16 median 3%, every shape 5%; fp8
+  (one scale per tensor) median 8%: the catalog's fp8 tiles, fitted on aiconfigurator's sweep, run
+  6-7% fast on these cards (known; docs/validation.md). 512-token GEMMs: strict expected failures.
+- the 8192^3 level held 15-25 s: bf16 3%, fp8 5% (the catalog's sustained levels).
+- FlashAttention-2 (PyTorch's flash backend) against the FlashAttention-3 paper's FA2 bars, head
+  dimensions 64 and 128: median 5% forward and backward; 32k and 64k tokens (the tables' flat
+  extension past 16k, H100): 15% each.
+- streaming kernels (copy, add, scale, SiLU, fp8 cast at 1 GiB): their median within 0.05 of
+  memory_efficiency (the H200's copy and cast run at 0.79 and 0.69 of its bandwidth, the others
+  0.82-0.92: a spread the one streaming rate does not have).
+- activation bytes per layer of the GPT (MPT) stacks (H100): 1%.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from tests.validation import gpu_measured as hm
+
+GPUS = tuple(hm.GPUS)
+LAYERS = [(gpu, r) for gpu in GPUS for r in hm.rows(gpu, "layers")]
+H100_LAYERS = hm.rows("h100", "layers")
+
+
+def _id(row: dict[str, str]) -> str:
+    return f"{row['shape']}-{row['attention']}"
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_layers_median_error(gpu: str) -> None:
+    errors = [hm.layer_errors(gpu, r) for r in hm.rows(gpu, "layers")]
+    assert len(errors) == 20
+    assert hm.median_abs(e[1] for e in errors) <= 0.05
+    assert hm.median_abs(e[0] for e in errors) <= 0.05
+
+
+@pytest.mark.parametrize(("gpu", "row"), LAYERS, ids=[f"{g}-{_id(r)}" for g, r in LAYERS])
+def test_each_layer(gpu: str, row: dict[str, str]) -> None:
+    forward, both = hm.layer_errors(gpu, row)
+    assert abs(both) <= 0.08, f"forward + backward {both:+.1%}"
+    assert abs(forward) <= 0.12, f"forward {forward:+.1%}"
+
+
+STEADY_LAYERS = [(g, r) for g in GPUS for r in hm.rows(g, "steady") if r["what"] == "layer"]
+
+
+@pytest.mark.parametrize(("gpu", "row"), STEADY_LAYERS,
+                         ids=[f"{g}-{r['name']}" for g, r in STEADY_LAYERS])
+def test_layer_at_the_power_limit(gpu: str, row: dict[str, str]) -> None:
+    error = hm.steady_layer_error(gpu, row)
+    assert abs(error) <= 0.05, f"{error:+.1%}"
+
+
+def _tokens(row: dict[str, str]) -> int:
+    return int(row["name"].split("x")[0])
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize(("dtype", "median_bound"), [("bf16", 0.03), ("fp8_tensor", 0.08)])
+def test_gemms_at_the_power_limit(gpu: str, dtype: str, median_bound: float) -> None:
+    shapes = [r for r in hm.steady_gemms(gpu, dtype) if _tokens(r) >= 2048]
+    assert len(shapes) == 16
+    assert hm.median_abs(hm.gemm_error(gpu, r) for r in shapes) <= median_bound
+    if dtype == "bf16":
+        worst = max(hm.gemm_error(gpu, r) for r in shapes)
+        assert abs(worst) <= 0.05, f"{worst:+.1%}"
+
+
+@pytest.mark.xfail(strict=True, reason="512-token GEMMs run 13-29% slower at the power limit than "
+                   "the tile model gives (one wave of 128x128 tiles at most 4 rows deep: the "
+                   "model's k_overhead does not capture it); docs/validation.md")
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("dtype", ["bf16", "fp8_tensor"])
+def test_small_token_gemms(gpu: str, dtype: str) -> None:
+    shapes = [r for r in hm.steady_gemms(gpu, dtype) if _tokens(r) < 2048]
+    assert shapes
+    assert max(abs(hm.gemm_error(gpu, r)) for r in shapes) <= 0.08
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize(("dtype", "catalog_dtype", "bound"),
+                         [("bf16", "bf16", 0.03), ("fp8_tensor", "fp8", 0.05)])
+def test_sustained_level(gpu: str, dtype: str, catalog_dtype: str, bound: float) -> None:
+    """The catalog's sustained level at 8192^3 (aiconfigurator's sweeps and the 700 W clock)
+    against back-to-back GEMMs: H100 681 TFLOP/s bf16 and 1238 fp8 at about 1360 and 1250 MHz,
+    H200 668 and 1207."""
+    measured = hm.sustained_tflops(gpu, dtype) * 1e12
+    predicted = hm.achievable_matmul_flops_per_s(hm.accelerator(gpu), catalog_dtype, 8192, 8192, 8192)
+    assert abs(predicted / measured - 1) <= bound
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_sustained_runs_hold_the_power_limit(gpu: str) -> None:
+    """The premise of the sustained level (perf/kernels/clock.py): under back-to-back GEMMs the
+    card sits at its 700 W limit with the software power cap active (NVML clock-event bit 0x4)."""
+    late = [r for r in hm.rows(gpu, "sustained") if float(r["t_s"]) > 10]
+    assert all(int(r["reasons"]) & 0x4 for r in late)
+    assert min(float(r["power_W"]) for r in late) >= 680
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_flash2_tables(gpu: str) -> None:
+    errors = hm.attention_errors(gpu, "sdpa-flash")
+    assert len(errors) == 24
+    assert hm.median_abs(e[0] for e in errors) <= 0.05
+    assert hm.median_abs(e[1] for e in errors) <= 0.05
+
+
+@pytest.mark.parametrize("kernel", ["sdpa-flash", "cudnn"])
+def test_long_sequences_stay_flat(kernel: str) -> None:
+    """Past 16k the tables take the 16k rate; measured at 32k and 64k (causal, head dim 128)."""
+    long = hm.attention_errors("h100", kernel, min_seq=16385, max_seq=65536, head_dims=(128,))
+    assert len(long) == 2
+    assert max(max(abs(f), abs(b)) for f, b in long) <= 0.15
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_cudnn_backward_table(gpu: str) -> None:
+    errors = hm.attention_errors(gpu, "cudnn")
+    assert hm.median_abs(e[1] for e in errors) <= 0.10
+
+
+@pytest.mark.xfail(strict=True, reason="cuDNN 9.19's forward runs 15% (median) faster than the "
+                   "FlashAttention-3 paper's cuDNN bars (cuDNN 9 of mid-2024) that the catalog "
+                   "holds for the 2024-2025 stacks; docs/validation.md")
+@pytest.mark.parametrize("gpu", GPUS)
+def test_cudnn_forward_table(gpu: str) -> None:
+    errors = hm.attention_errors(gpu, "cudnn")
+    assert hm.median_abs(e[0] for e in errors) <= 0.10
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+def test_streaming_bandwidth(gpu: str) -> None:
+    fractions = [hm.achieved_bandwidth_fraction(gpu, op)
+                 for op in ("copy", "add", "mul_scalar", "silu", "cast_bf16_fp8")]
+    assert abs(statistics.median(fractions) - hm.accelerator(gpu).memory_efficiency) <= 0.05
+
+
+@pytest.mark.parametrize("row", [r for r in H100_LAYERS if r["kind"] == "gpt"], ids=_id)
+def test_gpt_activation_bytes(row: dict[str, str]) -> None:
+    assert abs(hm.stack_activation_error(row)) <= 0.01
+
+
+def test_dropout_masks() -> None:
+    """One GPT layer keeps 30.0 bytes per token and hidden unit besides its input, 32.0 with
+    dropout p = 0.1: the model's two 1-byte masks."""
+    variants = {r["variant"]: float(r["bytes_per_token_hidden"]) for r in hm.rows("h100", "memvar")}
+    assert variants["gpt+dropout"] - variants["gpt"] == pytest.approx(2.0, abs=0.01)
+    assert variants["gpt"] + 2 == pytest.approx(32.0, abs=0.1)
+
+
+@pytest.mark.xfail(strict=True, reason="eager Llama layers keep 23-25% more than the model counts: "
+                   "views keep the fused QKV and gate/up outputs alive beside their rotary and "
+                   "SwiGLU results, and repeat_kv's full-width K and V (measured 44 bytes per token "
+                   "and hidden unit against 34); docs/validation.md")
+@pytest.mark.parametrize("row", [r for r in H100_LAYERS if r["kind"] == "llama"], ids=_id)
+def test_eager_llama_activation_bytes(row: dict[str, str]) -> None:
+    assert abs(hm.stack_activation_error(row)) <= 0.05
