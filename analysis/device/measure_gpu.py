@@ -11,6 +11,9 @@ and the rest still write what they measured):
   layers     GPT and Llama layers in eager bf16: time and activation memory per layer
   membw      copies, element-wise ops, norms, casts, the loss and Adam: achieved bandwidth
   sustained  8192^3 bf16 then fp8 GEMMs back to back: rate, SM clock and power over time
+  steady     GEMMs and layers held at the power limit (gpu_steady.py)
+  memvar     activation bytes of layer variants (gpu_steady.py)
+  moe        grouped expert GEMMs by tokens per expert, permute, unpermute, router (gpu_moe.py)
   power      every NVML sample of the run (clock, power, temperature, clock-event reasons)
 
 Outputs (CSV per section, env.json, log.txt) go to --out; analysis/device/README.md says how they
@@ -35,12 +38,14 @@ from gpu_common import Sampler, Table, log, write_json
 from gpu_gemm import run_gemms, run_sustained
 from gpu_layers import run_layers
 from gpu_memory import run_memory
+from gpu_moe import run_moe
 from gpu_steady import run_memvar, run_steady
 
 #: Share of the budget each section may use before the next starts (the sustained runs last).
-SHARES = {"attention": 0.22, "gemm": 0.20, "layers": 0.18, "membw": 0.08, "steady": 0.3, "memvar": 0.02}
+SHARES = {"attention": 0.22, "gemm": 0.20, "layers": 0.18, "membw": 0.08, "steady": 0.3,
+          "memvar": 0.02, "moe": 0.2}
 SECTIONS = {"attention": run_attention, "gemm": run_gemms, "layers": run_layers,
-            "membw": run_memory, "steady": run_steady, "memvar": run_memvar}
+            "membw": run_memory, "steady": run_steady, "memvar": run_memvar, "moe": run_moe}
 FIRST_RUN = ("attention", "gemm", "layers", "membw", "sustained")
 
 

@@ -122,6 +122,22 @@ def attention_errors(gpu: str, kernel: str, min_seq: int = 0, max_seq: int = 163
     return out
 
 
+def expert_gemm_errors(gpu: str, tokens_per_expert: tuple[int, ...],
+                       min_ms: float = 0.2) -> list[float]:
+    """Errors of the batched GEMM model (``batch`` = local experts) against the grouped expert
+    GEMMs of ``moe.csv`` (``torch._grouped_mm``, balanced routing) with the given tokens per
+    expert, kernels of at least ``min_ms`` (shorter ones time the harness's launches)."""
+    out = []
+    for r in rows(gpu, "moe"):
+        if (r["what"] != "expert_gemm" or r["impl"] != "grouped" or r["skew"] != "0"
+                or int(r["tokens_per_expert"]) not in tokens_per_expert or float(r["ms"]) < min_ms):
+            continue
+        rate = achievable_matmul_flops_per_s(accelerator(gpu), "bf16", int(r["tokens_per_expert"]),
+                                             int(r["N"]), int(r["K"]), int(r["local_experts"]))
+        out.append(rate / (float(r["tflops"]) * 1e12) - 1)
+    return out
+
+
 def achieved_bandwidth_fraction(gpu: str, op: str) -> float:
     """Measured GB/s of the 1 GiB ``op`` over the part's HBM bandwidth (3350 / 4800 GB/s)."""
     (row,) = [r for r in rows(gpu, "membw") if r["op"] == op]

@@ -22,6 +22,8 @@ Tolerances, and why (each GPU):
   memory_efficiency (the H200's copy and cast run at 0.79 and 0.69 of its bandwidth, the others
   0.82-0.92: a spread the one streaming rate does not have).
 - activation bytes per layer of the GPT (MPT) stacks (H100): 1%.
+- grouped expert GEMMs (H100, balanced routing, kernels >= 0.2 ms) of >= 1024 tokens per expert:
+  median 5%, each 20%; 128 tokens per expert: a strict expected failure (the model is 2x fast).
 """
 
 from __future__ import annotations
@@ -164,10 +166,32 @@ def test_dropout_masks() -> None:
     assert variants["gpt"] + 2 == pytest.approx(32.0, abs=0.1)
 
 
-@pytest.mark.xfail(strict=True, reason="eager Llama layers keep 23-25% more than the model counts: "
-                   "views keep the fused QKV and gate/up outputs alive beside their rotary and "
-                   "SwiGLU results, and repeat_kv's full-width K and V (measured 44 bytes per token "
-                   "and hidden unit against 34); docs/validation.md")
+@pytest.mark.xfail(strict=True, reason="eager Llama layers keep 23-25% more than the model counts "
+                   "(44 bytes per token and hidden unit against 34 for Llama 3 8B): the attention "
+                   "kernel saves repeat_kv's full-width K and V (4(q - kv) per token) and the eager "
+                   "SwiGLU multiply saves silu(gate) (2f); counting them for the eager stack makes "
+                   "torchtitan's published Llama 2 13B run (b2, no AC) exceed 80 GB by 3%, so the "
+                   "model's allocator reserve has to be checked with them; docs/validation.md")
 @pytest.mark.parametrize("row", [r for r in H100_LAYERS if r["kind"] == "llama"], ids=_id)
 def test_eager_llama_activation_bytes(row: dict[str, str]) -> None:
     assert abs(hm.stack_activation_error(row)) <= 0.05
+
+
+def test_grouped_expert_gemms() -> None:
+    """Grouped expert GEMMs (H100, ``torch._grouped_mm``, the expert shapes of Mixtral 8x7B,
+    Qwen3-30B-A3B, DeepSeek-V3 and GPT-OSS-120B, 1-32 local experts, balanced) of >= 1024 tokens per
+    expert: the batched tile model within 5% median, 20% each."""
+    errors = hm.expert_gemm_errors("h100", (1024, 2048, 4096, 8192))
+    assert len(errors) >= 60
+    assert hm.median_abs(errors) <= 0.05
+    assert max(abs(e) for e in errors) <= 0.20
+
+
+@pytest.mark.xfail(strict=True, reason="at 128 tokens per expert (DeepSeek-V3's 4k tokens x top-8 "
+                   "over 256 experts) grouped GEMMs run at half the rate the batched tile model "
+                   "gives (+95% to +136%): one row of output tiles per expert; the MoE work of "
+                   "issue 23 has to price it")
+def test_grouped_expert_gemms_at_128_tokens_per_expert() -> None:
+    errors = hm.expert_gemm_errors("h100", (128,))
+    assert errors
+    assert hm.median_abs(errors) <= 0.20
