@@ -138,6 +138,23 @@ def expert_gemm_errors(gpu: str, tokens_per_expert: tuple[int, ...],
     return out
 
 
+#: The fragmentation loop of analysis/device/alloc_fragmentation.py: Llama 2 13B layers (h 5120,
+#: ffn 13824, MHA) and a 32,000 x 5120 head; bf16 parameters and two bf16 Adam states are resident
+#: at the forward peak (gradients are set to None each step): 6 bytes per parameter.
+ALLOC_LAYER_PARAMS = 4 * 5120**2 + 3 * 5120 * 13824
+ALLOC_HEAD_PARAMS = 32000 * 5120
+
+
+def allocator_fragmentation(row: dict[str, str]) -> float:
+    """``f = reserve / (dynamic + reserve)`` of one ``alloc.csv`` row, simcluster's definition
+    (perf/memory_overheads.py): the reserve over what is allocated and freed every step, with
+    dynamic = peak allocated - the resident parameters and optimizer states."""
+    params = int(row["layers"]) * ALLOC_LAYER_PARAMS + ALLOC_HEAD_PARAMS
+    allocated = float(row["peak_allocated_GiB"]) * 2**30
+    reserve = float(row["peak_reserved_GiB"]) * 2**30 - allocated
+    return reserve / (allocated - 6 * params + reserve)
+
+
 def achieved_bandwidth_fraction(gpu: str, op: str) -> float:
     """Measured GB/s of the 1 GiB ``op`` over the part's HBM bandwidth (3350 / 4800 GB/s)."""
     (row,) = [r for r in rows(gpu, "membw") if r["op"] == op]
