@@ -24,8 +24,8 @@ Tolerances, and why (each GPU):
 - activation bytes per layer of the GPT (MPT) stacks (H100): 1%.
 - caching-allocator fragmentation of an eager Llama loop (H100): the default allocator within
   0.10-0.20 of the dynamic bytes (simcluster's default 0.15, GMLake), expandable segments under 0.10.
-- grouped expert GEMMs (H100, balanced routing, kernels >= 0.2 ms) of >= 1024 tokens per expert:
-  median 5%, each 20%; 128 tokens per expert: a strict expected failure (the model is 2x fast).
+- grouped expert GEMMs (H100, balanced routing, kernels >= 0.2 ms): >= 1024 tokens per expert
+  median 5%, each 20%; 128 and 512 tokens per expert median 10%, each 25%.
 """
 
 from __future__ import annotations
@@ -179,24 +179,18 @@ def test_eager_llama_activation_bytes(row: dict[str, str]) -> None:
     assert abs(hm.stack_activation_error(row)) <= 0.05
 
 
-def test_grouped_expert_gemms() -> None:
+@pytest.mark.parametrize(("band", "median_bound", "worst_bound"),
+                         [((1024, 2048, 4096, 8192), 0.05, 0.20), ((128, 512), 0.10, 0.25)])
+def test_grouped_expert_gemms(band: tuple[int, ...], median_bound: float,
+                              worst_bound: float) -> None:
     """Grouped expert GEMMs (H100, ``torch._grouped_mm``, the expert shapes of Mixtral 8x7B,
-    Qwen3-30B-A3B, DeepSeek-V3 and GPT-OSS-120B, 1-32 local experts, balanced) of >= 1024 tokens per
-    expert: the batched tile model within 5% median, 20% each."""
-    errors = hm.expert_gemm_errors("h100", (1024, 2048, 4096, 8192))
-    assert len(errors) >= 60
-    assert hm.median_abs(errors) <= 0.05
-    assert max(abs(e) for e in errors) <= 0.20
-
-
-@pytest.mark.xfail(strict=True, reason="at 128 tokens per expert (DeepSeek-V3's 4k tokens x top-8 "
-                   "over 256 experts) grouped GEMMs run at half the rate the batched tile model "
-                   "gives (+95% to +136%): one row of output tiles per expert; the MoE work of "
-                   "issue 23 has to price it")
-def test_grouped_expert_gemms_at_128_tokens_per_expert() -> None:
-    errors = hm.expert_gemm_errors("h100", (128,))
-    assert errors
-    assert hm.median_abs(errors) <= 0.20
+    Qwen3-30B-A3B, DeepSeek-V3 and GPT-OSS-120B, 1-32 local experts, balanced, kernels >= 0.2 ms)
+    against the batched GEMM operator the MoE layers use: at 128 tokens per expert the weights'
+    HBM read bounds it (DeepSeek-V3's 4k tokens x top-8 over 256 experts)."""
+    errors = hm.expert_gemm_errors("h100", band)
+    assert len(errors) >= 20
+    assert hm.median_abs(errors) <= median_bound
+    assert max(abs(e) for e in errors) <= worst_bound
 
 
 @pytest.mark.parametrize("row", hm.rows("h100", "alloc"),
