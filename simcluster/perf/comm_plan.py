@@ -120,12 +120,15 @@ def ep_layer_comm_s(s: Scenario, g: Groups) -> tuple[float, float]:
     """MoE token dispatch and combine per layer per micro-batch: (forward, backward), exposed.
 
     Two all-to-alls of ``top_k`` copies of each local token's hidden state in forward and two in
-    backward (GShard, Lepikhin et al. arXiv 2006.16668), over the expert-parallel group.
+    backward (GShard, Lepikhin et al. arXiv 2006.16668), over the expert-parallel group. The
+    all-to-all's size is each rank's send buffer, nccl-tests' convention
+    (:func:`~simcluster.perf.collectives_formulas.pairwise_all_to_all_time_s`): the ``top_k``
+    copies of the rank's own tokens, ``1/ep`` of which stay on the rank.
     """
     if g.ep is None or s.model.moe is None:
         return 0.0, 0.0
     size = activation_bytes(s) / s.parallelism.tp * s.model.moe.top_k
-    one = collective_time("all_to_all", size * g.ep.ranks, g.ep).time_s
+    one = collective_time("all_to_all", size, g.ep).time_s
     return 2 * one, 2 * one
 
 

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from simcluster.cli import main
+from simcluster.perf import comm_plan
+from simcluster.perf.collectives import collective_time
 from simcluster.perf.stage_work import grad_accumulation_s
 from simcluster.perf.step import TimeBreakdown, estimate_step
 from simcluster.run.single import simulate
@@ -117,6 +119,19 @@ def test_moe_has_expert_communication() -> None:
                            "parallelism": {"tp": 2, "pp": 2, "ep": 1, "global_batch": 64,
                                            "sequence_parallel": True}}, ["model.seq_len=4096"])
     assert estimate_step(no_ep).breakdown.ep_comm == 0.0
+
+
+def test_expert_all_to_all_sends_each_ranks_own_tokens() -> None:
+    """Dispatch and combine, forward and backward: each an all-to-all whose per-rank buffer (the
+    nccl-tests size) is the rank's own tokens, ``top_k`` copies of ``b*s*h`` 16-bit values: Qwen3
+    30B-A3B on 8 GB200 at micro-batch 4, 4 x 4096 x 8 x 2048 x 2 B = 512 MiB per all-to-all."""
+    s = load_scenario({"model": "qwen3-30b-a3b", "precision": "bf16",
+                       "cluster": {"topology": "gb200-nvl72", "nodes": 2},
+                       "parallelism": {"ep": 8, "global_batch": 512, "micro_batch": 4}})
+    g = comm_plan.groups(s)
+    assert g.ep is not None
+    one = collective_time("all_to_all", 4 * 4096 * 8 * 2048 * 2, g.ep).time_s
+    assert comm_plan.ep_layer_comm_s(s, g) == (2 * one, 2 * one)
 
 
 def _cp_breakdown(seq: int) -> TimeBreakdown:

@@ -20,7 +20,8 @@ from tests.validation import mpt, nvidia
 
 CASES, UNEXPRESSIBLE = nvidia.mapped_rows()
 #: Issue 23's bounds per subset.
-BOUNDS = {nvidia.SUBSET_H100: 0.10, nvidia.SUBSET_BLACKWELL: 0.12, nvidia.SUBSET_LONG: 0.12}
+BOUNDS = {nvidia.SUBSET_H100: 0.10, nvidia.SUBSET_BLACKWELL: 0.12, nvidia.SUBSET_LONG: 0.12,
+          nvidia.SUBSET_MOE: 0.15}
 #: Subsets whose median is still above the bound, and why (docs/validation.md).
 NOT_YET = {
     nvidia.SUBSET_LONG: (
@@ -29,6 +30,12 @@ NOT_YET = {
         "(the B200 rows of the same table are within 12%). Not cuDNN's rate at long sequences: "
         "measured on an H100 (test_gpu_measured.py) it holds its 16k rate to 64k tokens. Open: "
         "which attention backend that NeMo release ran; docs/validation.md"),
+    nvidia.SUBSET_MOE: (
+        "the Qwen3-30B-A3B rows (8 Blackwell GPUs, 16 H100) are at 19.7% median: the same layout "
+        "ran 50% faster from release 26.04 to 26.06 (MoE all-to-all overlap and fused MoE kernels "
+        "the model does not separate by release), and micro-batch-1 rows run 3x slower per token "
+        "than micro-batch 4 (per-micro-batch router, permute and launch costs not modelled); "
+        "docs/validation.md"),
 }
 
 
@@ -94,4 +101,4 @@ def test_every_row_is_mapped_or_has_a_reason() -> None:
     assert all(c.subset in nvidia.SUBSETS for c in CASES)
     assert all(u.reason for u in UNEXPRESSIBLE)
     assert {c.id for c in CASES}.isdisjoint(u.id for u in UNEXPRESSIBLE)
-    assert [len(_subset(n)) for n in nvidia.SUBSETS] == [25, 76, 17]
+    assert [len(_subset(n)) for n in nvidia.SUBSETS] == [25, 76, 17, 32]
