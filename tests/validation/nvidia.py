@@ -31,9 +31,10 @@ The mapping, fixed for every row of a table (nothing fitted per row):
   (Megatron-Bridge ``WorkloadBaseConfig.sequence_parallel``, the NeMo launcher configs). Megatron's
   distributed optimizer is ZeRO-1; a row with FSDP > 0 runs Megatron-FSDP
   (``data_parallel_sharding_strategy: optim_grads_params``), ZeRO-3 with prefetching. Llama 3.1 405B
-  runs ``account_for_embedding_in_pipeline_split`` and ``account_for_loss_in_pipeline_split``: the
-  126 layers plus the embedding and the loss are split evenly over the virtual stages
-  (``stage_layers``, :func:`stage_layers_405b`).
+  and Qwen3-235B-A22B run ``account_for_embedding_in_pipeline_split`` and
+  ``account_for_loss_in_pipeline_split``: the 126 (94) layers plus the embedding and the loss are
+  split evenly over the virtual stages (``stage_layers``, :func:`stage_layers_405b`). MoE rows
+  carry their EP; a MoE layout simcluster refuses is listed with the reason (:func:`_layout_problem`).
 - precision: :func:`precision_of` (``nvidia_stack_notes.md``, "Precision labels"): Megatron-Bridge
   ``FP8`` (26.02 onward), ``FP8-CS`` and the unlabelled 25.09 main values are per-tensor current
   scaling; ``MXFP8``/``FP8-MX`` and the 25.09 parenthesised values on B200/GB200 are MXFP8;
@@ -219,9 +220,10 @@ def nemo_flops_per_token(model: str, seq_len: int) -> float:
 
 def stage_layers_405b(layers: int, chunks: int) -> list[int]:
     """Layers per virtual stage with the embedding and the loss counted as one layer each
-    (Megatron-Bridge ``llama31_405b_pretrain_config``: ``account_for_embedding_in_pipeline_split``
-    and ``account_for_loss_in_pipeline_split``): ``(layers + 2) / chunks`` each, one fewer on the
-    first and the last."""
+    (Megatron-Bridge ``llama31_405b_pretrain_config`` and the Qwen3-235B-A22B recipes,
+    ``recipes/qwen/h100/qwen3_moe.py`` @067f987d lines 261-262:
+    ``account_for_embedding_in_pipeline_split`` and ``account_for_loss_in_pipeline_split``):
+    ``(layers + 2) / chunks`` each, one fewer on the first and the last."""
     per, rest = divmod(layers + 2, chunks)
     if rest:
         raise ValueError(f"{layers} + 2 layers do not split over {chunks} virtual stages")
@@ -334,8 +336,9 @@ def _case(section: str, row: dict[str, Any], topologies: set[str]) -> NvidiaCase
         "ep": int(par.get("ep") or 1)}
     if vp > 1:
         parallelism.update(schedule="interleaved", virtual_stages=vp)
-    if model == "llama-3-405b" and section == MEGATRON_BRIDGE and pp > 1:
-        parallelism["stage_layers"] = stage_layers_405b(126, pp * vp)
+    split = {"llama-3-405b": 126, "qwen3-235b-a22b": 94}  # recipes that count embedding and loss
+    if model in split and section == MEGATRON_BRIDGE and pp > 1:
+        parallelism["stage_layers"] = stage_layers_405b(split[model], pp * vp)
     if section == NEMO_2407 and model == "nemotron-4-340b":
         parallelism["recompute"] = "selective"  # launcher: activations_checkpoint_granularity
     scenario = {
@@ -390,6 +393,9 @@ def _layout_problem(case: NvidiaCase) -> str | None:
         if "does not divide layers" in str(err):
             return ("uneven pipeline split of 94 layers over the published PP x VP stages: the "
                     "recipe's per-stage layer counts are not published")
+        if "scale-up domain" in str(err):
+            return ("EP groups that straddle the 72-GPU NVLink domains of a 256-GPU GB200/GB300 "
+                    "run: how the run placed its ranks in racks is not published")
         if "must divide dp*cp" in str(err):
             return ("expert parallelism across the tensor-parallel group (EP larger than DP x CP, "
                     "expert TP 1): simcluster's EP divides DP x CP")
