@@ -35,6 +35,11 @@ def layers(gpu: str) -> None:
                   f"{float(r['power_W']):.0f} W: error {hm.steady_layer_error(gpu, r):+.1%}")
 
 
+def _spread(errors: list[float], sep: str = " / ") -> str:
+    """Median |error| and mean signed error of ``errors``."""
+    return f"{hm.median_abs(errors):.1%}{sep}{statistics.fmean(errors):+.1%}"
+
+
 def gemms(gpu: str) -> None:
     print("\n| GEMMs at the power limit | shapes | median abs error | mean error | worst |")
     print("|---|---:|---:|---:|---:|")
@@ -42,8 +47,8 @@ def gemms(gpu: str) -> None:
         for label, keep in ((">= 2048 tokens", lambda t: t >= 2048), ("512 tokens", lambda t: t < 2048)):
             shapes = [r for r in hm.steady_gemms(gpu, dtype) if keep(int(r["name"].split("x")[0]))]
             errors = [hm.gemm_error(gpu, r) for r in shapes]
-            print(f"| {dtype}, {label} | {len(errors)} | {hm.median_abs(errors):.1%} | "
-                  f"{statistics.fmean(errors):+.1%} | {max(errors, key=abs):+.1%} |")
+            print(f"| {dtype}, {label} | {len(errors)} | {_spread(errors, ' | ')} | "
+                  f"{max(errors, key=abs):+.1%} |")
     for dtype, catalog_dtype in (("bf16", "bf16"), ("fp8_tensor", "fp8")):
         measured = hm.sustained_tflops(gpu, dtype)
         acc = hm.accelerator(gpu)
@@ -60,8 +65,7 @@ def attention(gpu: str) -> None:
             errs = hm.attention_errors(gpu, kernel, lo, hi, (64, 128) if hi <= 16384 else (128,))
             f, b = [e[0] for e in errs], [e[1] for e in errs]
             print(f"| {kernel} ({hm.KERNELS[kernel]} table), {label} | {len(errs)} | "
-                  f"{hm.median_abs(f):.1%} / {statistics.fmean(f):+.1%} | "
-                  f"{hm.median_abs(b):.1%} / {statistics.fmean(b):+.1%} |")
+                  f"{_spread(f)} | {_spread(b)} |")
 
 
 def memory(gpu: str) -> None:

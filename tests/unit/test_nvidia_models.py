@@ -162,7 +162,7 @@ def test_nemo_tables_are_delayed_scaling() -> None:
 
 @pytest.mark.parametrize("chunks", [32, 64, 128])
 def test_405b_stages_count_the_embedding_and_the_loss(chunks: int) -> None:
-    stages = nvidia.stage_layers_405b(126, chunks)
+    stages = nvidia.stage_layers_with_embedding_and_loss(126, chunks)
     assert len(stages) == chunks
     assert sum(stages) == 126
     assert stages[0] == stages[-1] == stages[1] - 1

@@ -69,22 +69,27 @@ def layer_model(row: dict[str, str]) -> ModelSpec:
                      position="learned" if gpt else "rope", norm="layernorm" if gpt else "rmsnorm")
 
 
+def _predicted_ms(gpu: str, row: dict[str, str]) -> tuple[float, float]:
+    """simcluster's (forward, forward + backward) ms of a ``layers.csv`` row: bf16, no TP, the
+    row's attention kernel, eager element-wise kernels (what the measurement ran)."""
+    times = layer_times(layer_model(row), accelerator(gpu), "bf16", int(row["batch"]),
+                        int(row["seq"]), 1, attention=row["attention"], elementwise="eager")
+    return times.forward_s * 1e3, (times.forward_s + times.backward_s) * 1e3
+
+
 def layer_errors(gpu: str, row: dict[str, str]) -> tuple[float, float]:
     """(forward, forward + backward) error of one measured layer row."""
-    times = layer_times(layer_model(row), accelerator(gpu), "bf16", int(row["batch"]), int(row["seq"]), 1,
-                        attention=row["attention"], elementwise="eager")
-    fwd = times.forward_s * 1e3 / float(row["fwd_ms_per_layer"]) - 1
-    both = (times.forward_s + times.backward_s) * 1e3 / float(row["fwd_bwd_ms_per_layer"]) - 1
-    return fwd, both
+    fwd, both = _predicted_ms(gpu, row)
+    return (fwd / float(row["fwd_ms_per_layer"]) - 1,
+            both / float(row["fwd_bwd_ms_per_layer"]) - 1)
 
 
 def steady_layer_error(gpu: str, row: dict[str, str]) -> float:
-    """Error of a layer's forward + backward held for seconds at the power limit (cuDNN)."""
+    """Error of a layer's forward + backward held for seconds at the power limit (cuDNN): the
+    burst row of the same shape and kernel gives the prediction."""
     (burst,) = [r for r in rows(gpu, "layers")
                 if r["shape"] == row["name"] and r["attention"] == "cudnn"]
-    times = layer_times(layer_model(burst), accelerator(gpu), "bf16", int(burst["batch"]), int(burst["seq"]),
-                        1, attention="cudnn", elementwise="eager")
-    return (times.forward_s + times.backward_s) * 1e3 / float(row["ms"]) - 1
+    return _predicted_ms(gpu, burst)[1] / float(row["ms"]) - 1
 
 
 def gemm_error(gpu: str, row: dict[str, str]) -> float:

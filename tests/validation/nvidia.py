@@ -33,8 +33,9 @@ The mapping, fixed for every row of a table (nothing fitted per row):
   (``data_parallel_sharding_strategy: optim_grads_params``), ZeRO-3 with prefetching. Llama 3.1 405B
   and Qwen3-235B-A22B run ``account_for_embedding_in_pipeline_split`` and
   ``account_for_loss_in_pipeline_split``: the 126 (94) layers plus the embedding and the loss are
-  split evenly over the virtual stages (``stage_layers``, :func:`stage_layers_405b`). MoE rows
-  carry their EP; a MoE layout simcluster refuses is listed with the reason (:func:`_layout_problem`).
+  split evenly over the virtual stages (``stage_layers``,
+  :func:`stage_layers_with_embedding_and_loss`). MoE rows carry their EP; a MoE layout simcluster
+  refuses is listed with the reason (:func:`_layout_problem`).
 - precision: :func:`precision_of` (``nvidia_stack_notes.md``, "Precision labels"): Megatron-Bridge
   ``FP8`` (26.02 onward), ``FP8-CS`` and the unlabelled 25.09 main values are per-tensor current
   scaling; ``MXFP8``/``FP8-MX`` and the 25.09 parenthesised values on B200/GB200 are MXFP8;
@@ -218,7 +219,7 @@ def nemo_flops_per_token(model: str, seq_len: int) -> float:
                               + 12 * seq_len / h + 6 * vocab / (L * h)))
 
 
-def stage_layers_405b(layers: int, chunks: int) -> list[int]:
+def stage_layers_with_embedding_and_loss(layers: int, chunks: int) -> list[int]:
     """Layers per virtual stage with the embedding and the loss counted as one layer each
     (Megatron-Bridge ``llama31_405b_pretrain_config`` and the Qwen3-235B-A22B recipes,
     ``recipes/qwen/h100/qwen3_moe.py`` @067f987d lines 261-262:
@@ -338,7 +339,7 @@ def _case(section: str, row: dict[str, Any], topologies: set[str]) -> NvidiaCase
         parallelism.update(schedule="interleaved", virtual_stages=vp)
     split = {"llama-3-405b": 126, "qwen3-235b-a22b": 94}  # recipes that count embedding and loss
     if model in split and section == MEGATRON_BRIDGE and pp > 1:
-        parallelism["stage_layers"] = stage_layers_405b(split[model], pp * vp)
+        parallelism["stage_layers"] = stage_layers_with_embedding_and_loss(split[model], pp * vp)
     if section == NEMO_2407 and model == "nemotron-4-340b":
         parallelism["recompute"] = "selective"  # launcher: activations_checkpoint_granularity
     scenario = {
