@@ -1,8 +1,8 @@
 """Tier A collectives against published nccl-tests numbers (calibration/published.yaml).
 
 Every test names its published.yaml entry id and its tolerance. The measured values are copied here
-with their ids so the tests run without the calibration folder; when it is present,
-:func:`test_copied_values_match_published_yaml` checks the copy. busbw follows nccl-tests
+with their ids; nothing outside the repository is read (the copies were checked against the
+calibration entries on 2026-11-26, when that check left the suite). busbw follows nccl-tests
 (calibration/README.md section 7). Plateaus are evaluated at 16 GiB (the GTC slides state no size;
 calibration/README.md section 7: saturation needs >= 512 MiB on one node, >= 1 GiB across nodes).
 
@@ -12,17 +12,13 @@ multi-node = 4 nodes x 8 ranks (the GTC multi-node slides used 32 GPUs).
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-import yaml
 
 from simcluster.perf.collectives import CommGroup, collective_time, comm_group
 from simcluster.spec import load_topology
 
 pytestmark = pytest.mark.slow
 
-PUBLISHED = Path("/work/shared/calibration/published.yaml")
 SWEEP_ID = "allreduce_8xA100_nvlink3_nccltests_sweep"
 PLATEAU_BYTES = 16 * 2**30
 
@@ -88,16 +84,3 @@ def test_ndr_per_nic() -> None:
     range to 46-49 with nccl-tests#267): 2 nodes x 1 GPU, ring, large message."""
     predicted = _busbw_GBps("dgx-h100", 2, PLATEAU_BYTES, "ring", stride=8)
     assert 46.0 <= predicted <= 49.0
-
-
-def test_copied_values_match_published_yaml() -> None:
-    """The copies above equal published.yaml (skipped without the calibration folder)."""
-    if not PUBLISHED.is_file():
-        pytest.skip("calibration/published.yaml not available")
-    entries = {e["id"]: e for e in yaml.safe_load(PUBLISHED.read_text())["collective_communication"]}
-    points = entries[SWEEP_ID]["measured"]["points"]
-    assert [(p["size_B"], p["busbw_GBps"]) for p in points] == SWEEP
-    for entry, key, busbw, *_ in PLATEAUS:
-        assert entries[entry]["measured"][key] == busbw
-    assert entries["nccl_maintainer_ndr_per_nic"]["measured"][
-        "expected_GBps_per_400G_NDR_NIC"] == "46-48"
