@@ -165,3 +165,62 @@ def _measure(table: Table, sampler: Sampler, s: Shape, stack: nn.Sequential, nam
                "model_tflops_fwd_bwd": 3 * flops / (fb / s.layers) / 1e9,
                "activation_MiB_per_layer": saved / s.layers / 2**20, "sm_MHz": clk["sm_MHz"],
                "power_W": clk["power_W"]})
+
+
+#: Layers measured again under torch.compile (inductor's fused element-wise kernels), 2 each.
+COMPILED = ("mpt-7b", "mpt-13b", "llama3-8b", "llama2-7b")
+
+
+def run_compiled(out: Path, sampler: Sampler, deadline: float) -> None:
+    """The same layers under ``torch.compile`` (default mode; flash attention): forward+backward
+    time per layer and the activation bytes the compiled graph keeps (AOTAutograd's partitioner
+    recomputes cheap element-wise ops in the backward), as stacks that compile run them."""
+    table = Table(out / "layers_compiled.csv")
+    for shape in (s for s in SHAPES if s.name in COMPILED):
+        if time.time() > deadline:
+            log(out, "compiled: deadline reached, rest skipped")
+            return
+        s = Shape(shape.name, shape.kind, shape.hidden, shape.heads, shape.kv_heads, shape.ffn,
+                  shape.seq, shape.batch, 2)
+        start = time.time()
+        try:
+            with torch.device("cuda"):
+                stack = nn.Sequential(*(Layer(s) for _ in range(s.layers))).to(torch.bfloat16)
+            _measure_compiled(table, sampler, s, stack)
+        except Exception as exc:
+            log(out, f"compiled {s.name}: {exc!r}"[:300])
+        log(out, f"compiled {s.name}: {time.time() - start:.0f} s with compilation")
+        torch._dynamo.reset()
+        torch.cuda.empty_cache()
+
+
+def _measure_compiled(table: Table, sampler: Sampler, s: Shape, stack: nn.Sequential) -> None:
+    compiled = torch.compile(stack)
+    x = torch.randn(s.batch, s.seq, s.hidden, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+    grad = torch.randn_like(x)
+
+    def fwd_bwd() -> object:
+        stack.zero_grad(set_to_none=True)
+        x.grad = None
+        compiled(x).backward(grad)
+        return None
+
+    fwd_bwd()  # compiles
+    torch.cuda.synchronize()
+    t0 = time.time()
+    fb, _, _ = time_cuda(fwd_bwd, min_ms=100.0, max_reps=20, warmup=2)
+    clk = sampler.window(t0, time.time())
+    stack.zero_grad(set_to_none=True)
+    x.grad = None
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    y = compiled(x)
+    saved = torch.cuda.memory_allocated() - before - y.numel() * y.element_size()
+    del y
+    table.add({"shape": s.name, "kind": s.kind, "attention": "sdpa-flash", "mode": "compile",
+               "hidden": s.hidden, "heads": s.heads, "kv_heads": s.kv_heads, "ffn": s.ffn,
+               "seq": s.seq, "batch": s.batch, "layers": s.layers,
+               "fwd_bwd_ms_per_layer": fb / s.layers,
+               "model_tflops_fwd_bwd": 3 * _flops(s) / (fb / s.layers) / 1e9,
+               "activation_MiB_per_layer": saved / s.layers / 2**20, "sm_MHz": clk["sm_MHz"],
+               "power_W": clk["power_W"]})

@@ -14,6 +14,9 @@ and the rest still write what they measured):
   steady     GEMMs and layers held at the power limit (gpu_steady.py)
   memvar     activation bytes of layer variants (gpu_steady.py)
   moe        grouped expert GEMMs by tokens per expert, permute, unpermute, router (gpu_moe.py)
+  moelayer   a whole dropless MoE block, forward and forward+backward, by tokens per micro-batch
+             (gpu_moe_layer.py)
+  compiled   four of the layers again under torch.compile: time and activation bytes (gpu_layers.py)
   power      every NVML sample of the run (clock, power, temperature, clock-event reasons)
 
 Outputs (CSV per section, env.json, log.txt) go to --out; analysis/device/README.md says how they
@@ -36,16 +39,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gpu_attention import run_attention
 from gpu_common import Sampler, Table, log, write_json
 from gpu_gemm import run_gemms, run_sustained
-from gpu_layers import run_layers
+from gpu_layers import run_compiled, run_layers
 from gpu_memory import run_memory
 from gpu_moe import run_moe
+from gpu_moe_layer import run_moe_layer
 from gpu_steady import run_memvar, run_steady
 
 #: Share of the budget each section may use before the next starts (the sustained runs last).
 SHARES = {"attention": 0.22, "gemm": 0.20, "layers": 0.18, "membw": 0.08, "steady": 0.3,
-          "memvar": 0.02, "moe": 0.2}
+          "memvar": 0.02, "moe": 0.2, "moelayer": 0.2, "compiled": 0.3}
 SECTIONS = {"attention": run_attention, "gemm": run_gemms, "layers": run_layers,
-            "membw": run_memory, "steady": run_steady, "memvar": run_memvar, "moe": run_moe}
+            "membw": run_memory, "steady": run_steady, "memvar": run_memvar, "moe": run_moe,
+            "moelayer": run_moe_layer, "compiled": run_compiled}
 FIRST_RUN = ("attention", "gemm", "layers", "membw", "sustained")
 
 

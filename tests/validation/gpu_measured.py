@@ -77,6 +77,22 @@ def _predicted_ms(gpu: str, row: dict[str, str]) -> tuple[float, float]:
     return times.forward_s * 1e3, (times.forward_s + times.backward_s) * 1e3
 
 
+def compiled_layer_error(row: dict[str, str]) -> float:
+    """Forward + backward error of a layer run under ``torch.compile`` (``layers_compiled.csv``)
+    against the model's fused element-wise kernels (``elementwise: fused``)."""
+    times = layer_times(layer_model(row), accelerator("h100"), "bf16", int(row["batch"]),
+                        int(row["seq"]), 1, attention=row["attention"], elementwise="fused")
+    return (times.forward_s + times.backward_s) * 1e3 / float(row["fwd_bwd_ms_per_layer"]) - 1
+
+
+def moe_host_floor_ms(config: str) -> tuple[float, float]:
+    """(host issue time, GPU time) in ms of the whole eager MoE block's forward + backward at its
+    fewest tokens (``moe_layer.csv``, no host synchronisation): how long a layer's launches take."""
+    first = min((r for r in rows("h100", "moe_layer") if r["config"] == config and r["sync"] == "0"),
+                key=lambda r: int(r["tokens"]))
+    return float(first["host_fwd_bwd_ms"]), float(first["fwd_bwd_ms"])
+
+
 def layer_errors(gpu: str, row: dict[str, str]) -> tuple[float, float]:
     """(forward, forward + backward) error of one measured layer row."""
     fwd, both = _predicted_ms(gpu, row)
