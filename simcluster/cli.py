@@ -53,6 +53,14 @@ class _VersionAction(argparse.Action):
 def _validate(args: argparse.Namespace) -> int:
     from simcluster.spec.loader import dump_scenario, load_scenario, to_yaml
 
+    if args.coverage:
+        from simcluster.report.validation import coverage_table
+
+        print(coverage_table())
+        if args.scenario is None:
+            return 0
+    if args.scenario is None:
+        raise SpecError("validate", "expected a scenario YAML file, or --coverage")
     scenario = load_scenario(args.scenario, args.set)
     print(to_yaml(dump_scenario(scenario)), end="")
     _validate_sweep(args.scenario, args.set)
@@ -120,8 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_VersionAction, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_run(sub)
-    p = sub.add_parser("validate", help="check a scenario and print it fully resolved as YAML")
-    p.add_argument("scenario", help="scenario YAML file")
+    p = sub.add_parser("validate", help="check a scenario and print it fully resolved as YAML; "
+                       "--coverage: what simcluster is validated on, and how well")
+    p.add_argument("scenario", nargs="?", help="scenario YAML file")
+    p.add_argument("--coverage", action="store_true",
+                   help="print the published runs simcluster is validated on, per accelerator x "
+                        "stack x precision x model family, with the median, p90 and mean error "
+                        "(generated from the validation tests)")
     _add_set(p)
     p.set_defaults(handler=_validate)
     cli_topology.add_parser(sub)

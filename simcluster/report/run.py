@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from simcluster.report.table import format_table
+from simcluster.report.validation import validation_text
 
 
 def run_text(d: dict[str, Any]) -> str:
@@ -19,6 +20,8 @@ def run_text(d: dict[str, Any]) -> str:
         f"bubble          {d['bubble_fraction']:.1%} of the step",
         f"DP reduction    {d['dp_comm_total_s']:.4g} s, of which {d['dp_comm_hidden_s']:.4g} s hidden",
     ]
+    if "validation" in d:
+        head.append("validation      " + validation_text(d["validation"]))
     if not d["fits_in_memory"]:
         head.insert(1, _does_not_fit_line(d))
     slowed = {k: f for k, f in d.get("contention", {}).items() if f > 1.0}

@@ -21,6 +21,7 @@ from simcluster.run.perturb import (
     needs_contention,
     with_uniform_links,
 )
+from simcluster.run.validation import validation_block
 from simcluster.spec.scenario import Scenario
 from simcluster.units import GiB
 
@@ -65,6 +66,7 @@ class RunResult:
             "time_breakdown_s": step.breakdown.as_dict(),
             "dp_comm_total_s": step.dp_total_s, "dp_comm_hidden_s": step.dp_hidden_s,
             "contention": dict(self.contention),
+            "validation": validation_block(s),
             **self._training(tokens_per_s),
             **self._reliability(),
         }

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from simcluster.errors import InvariantError, SpecError
+from simcluster.report.validation import validation_text
+from simcluster.run.validation import block_for, gemm_basis, setting
 from simcluster.sweep.config import Plan
 from simcluster.sweep.evaluate import AnalyticalTask
 from simcluster.sweep.progress import Progress
@@ -61,6 +63,7 @@ class SweepOutcome:
     pareto_axes: tuple[str, str] = ("step_time_s", "gpus")
     timings_s: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    validation: dict[tuple[str, bool], str] = field(default_factory=dict)
 
 
 def run_sweep(task: AnalyticalTask, plan: Plan, execution: Execution, identity: str
@@ -81,11 +84,28 @@ def run_sweep(task: AnalyticalTask, plan: Plan, execution: Execution, identity: 
             start = time.perf_counter()
             run_pass(task, outcome, execution)
             outcome.timings_s[name] = time.perf_counter() - start
+    outcome.validation = validation_lines(task, rows, outcome.ranked)
     outcome.pareto_axes = pareto_axes(rows, outcome.ranked)
     outcome.pareto = _pareto(rows, outcome.ranked, outcome.pareto_axes)
     if store is not None:
         outcome.files = store.finish(_with_ranks(outcome))
     return outcome
+
+
+def validation_lines(task: AnalyticalTask, rows: list[Row], ranked: list[int]
+                     ) -> dict[tuple[str, bool], str]:
+    """(option, parameters sharded) -> the validation line, for every pair among the eligible
+    rows (a few: the options times ZeRO-3 or not)."""
+    out: dict[tuple[str, bool], str] = {}
+    for i in ranked:
+        row = rows[i]
+        pair = (str(row.get("option") or ""), row.get("zero_stage") == 3)
+        if pair not in out:
+            base = task.base(int(str(row["setting"])))
+            key = {**setting(base), "sharding": "zero3" if pair[1] else "replicated"}
+            gemm = gemm_basis(base.cluster.topology.accelerator, base.precision)
+            out[pair] = validation_text(block_for(key, gemm))
+    return out
 
 
 def _with_ranks(outcome: SweepOutcome) -> list[Row]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from simcluster.errors import SpecError
 from simcluster.perf.memory import estimate_memory
+from simcluster.report.validation import validation_short
 from simcluster.run.single import RunResult, engine_step
 from simcluster.spec.scenario import ParallelismSpec, Scenario
 from simcluster.sweep.base import load_base
@@ -102,6 +103,7 @@ class AnalyticalTask:
         out["step_time_s"] = out["iteration_time_s"]
         row.update({k: out[k] for k in RUN_FIELDS if k in out})
         row.update({f"{k}_s": v for k, v in out["time_breakdown_s"].items()})
+        row["validation"] = validation_short(out["validation"])
         return row
 
 

@@ -51,7 +51,7 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True)
     goodput = any(rows[i].get("goodput") is not None for i in indexes)
     capital = any(rows[i].get("capital_usd") is not None for i in indexes)
     headers = ["#"] + (["option"] if options else []) + varied + [
-        "layout", "engine", "step s", "tokens/s", "MFU", "GiB", "days", "cost $"]
+        "layout", "engine", "step s", "tokens/s", "MFU", "GiB", "days", "cost $", "validated"]
     headers += ["capital $"] if capital else []
     headers += ["goodput", "ckpt min", "days w/ failures"] if goodput else []
     body = []
@@ -62,7 +62,7 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True)
         line += [r.get(k) for k in varied]
         line += [layout_text(r), r.get("engine", "analytical"), r.get("step_time_s"),
                  r.get("tokens_per_s"), r.get("mfu"), r.get("peak_memory_gib"),
-                 r.get("time_to_train_days"), _money(r.get("cost_usd"))]
+                 r.get("time_to_train_days"), _money(r.get("cost_usd")), r.get("validation")]
         line += [_money(r.get("capital_usd"))] if capital else []
         if goodput:
             line += [r.get("goodput"), r.get("checkpoint_interval_min"),
@@ -135,6 +135,7 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
     else:
         lines += [f"best {min(top, len(outcome.ranked))}",
                   _table(outcome, outcome.ranked[:top]), ""]
+        lines += _validation_lines(outcome, outcome.ranked[:top])
         if len({r.get("option") for r in rows}) > 1:
             lines += ["best per option", options_text(outcome)]
             csv = [p for p in outcome.files if p.suffix == ".csv"]
@@ -151,6 +152,19 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
     return "\n".join(lines)
 
 
+def _validation_lines(outcome: SweepOutcome, indexes: Sequence[int]) -> list[str]:
+    """One ``validation`` line per option (and sharding) among the rows shown."""
+    pairs: list[tuple[str, bool]] = []
+    for i in indexes:
+        r = outcome.rows[i]
+        pair = (str(r.get("option") or ""), r.get("zero_stage") == 3)
+        if pair not in pairs and pair in outcome.validation:
+            pairs.append(pair)
+    lines = [f"validation{' (' + o + ')' if o else ''}: {outcome.validation[(o, z)]}"
+             for o, z in pairs]
+    return [*lines, ""] if lines else []
+
+
 def sweep_dict(outcome: SweepOutcome, top: int) -> dict[str, Any]:
     """The JSON of ``simcluster sweep --json``: top rows, Pareto rows, rejections, files."""
     rows = outcome.rows
@@ -162,4 +176,5 @@ def sweep_dict(outcome: SweepOutcome, top: int) -> dict[str, Any]:
             "rejections": [dict(zip(("level", "key", "count", "example"), r, strict=True))
                            for r in outcome.rejections.rows()],
             "notes": outcome.notes, "files": [str(p) for p in outcome.files],
+            "validation": sorted(set(outcome.validation.values())),
             "timings_s": dict(outcome.timings_s)}
