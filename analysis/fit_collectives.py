@@ -27,11 +27,11 @@ Every other class has no size sweep; the script derives it (printed with its rul
 plateau or NCCL constant and the 8xA100 curve shape (same alpha and ramp, efficiencies scaled).
 
 Usage (from the repository root):
-    python3 analysis/fit_collectives.py [path/to/published.yaml]
+    python3 analysis/fit_collectives.py path/to/published.yaml
 The file is the project's transcription of published measurements and is not shipped with the
 repository (the sweep's values are copied, with their source, into
-``tests/validation/test_collectives_published.py``); without it the script says so and exits 2.
-Default path: ``shared/calibration/published.yaml`` beside the repository root.
+``tests/validation/test_collectives_published.py``); without the argument, or when the file is
+missing, the script says so and exits 2.
 numpy and pyyaml only; never imported by the simcluster package.
 """
 
@@ -177,8 +177,10 @@ def print_lines(name: str, lines: dict[str, Line], line_Bps: float) -> None:
 
 def main(argv: Sequence[str]) -> int:
     """Run the fits and print the tables that collectives.yaml and docs/collectives.md copy."""
-    root = Path(__file__).resolve().parents[1]
-    path = Path(argv[1]) if len(argv) > 1 else root.parent / "shared/calibration/published.yaml"
+    if len(argv) < 2:
+        print("fit_collectives.py: expected the path to published.yaml", file=sys.stderr)
+        return 2
+    path = Path(argv[1])
     if not path.is_file():
         print(f"fit_collectives.py: {path}: not found (pass the path to published.yaml)",
               file=sys.stderr)

@@ -20,9 +20,10 @@ printed (marked ``excl``), and a second fit that includes them is printed for re
 fp32 (CUDA-core, non-tensor) is fitted and printed as a diagnostic only.
 
 Usage (from the repository root):
-    python3 analysis/fit_matmul.py [path/to/published.yaml]
-Default path: ``shared/calibration/published.yaml`` beside the repository root (not shipped with
-the repository; without it the script says so and exits 2).
+    python3 analysis/fit_matmul.py path/to/published.yaml
+The file (the project's transcription of published measurements, docs/catalog.md) is not shipped
+with the repository; without the argument, or when the file is missing, the script says so and
+exits 2.
 Standalone: uses only numpy and pyyaml; never imported by the simcluster package.
 """
 
@@ -41,11 +42,6 @@ from _guard import guarded
 D_REF = 8192
 N_MIN_FIT = 512
 GRID = np.arange(0, 4001)  # candidate gemm_half_dim values
-
-
-def default_path() -> Path:
-    repo_root = Path(__file__).resolve().parent.parent
-    return repo_root.parent / "shared" / "calibration" / "published.yaml"
 
 
 def load_points(path: Path) -> dict[str, dict[str, dict[int, float]]]:
@@ -85,7 +81,10 @@ def fit(points: dict[int, float], n_min: int) -> tuple[int, float]:
 
 
 def main(argv: Sequence[str]) -> int:
-    path = Path(argv[1]) if len(argv) > 1 else default_path()
+    if len(argv) < 2:
+        print("fit_matmul.py: expected the path to published.yaml", file=sys.stderr)
+        return 2
+    path = Path(argv[1])
     if not path.exists():
         print(f"fit_matmul.py: {path}: not found (pass the path to published.yaml)", file=sys.stderr)
         return 2

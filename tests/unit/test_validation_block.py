@@ -75,7 +75,7 @@ def test_validated_iff_covered_and_the_nearest_is_the_closest(
     near = block["nearest"]
     assert tuple(near["setting"][k] for k in KEYS) in COVERED
     score = sum(w for k, w in WEIGHTS.items()
-                if [e for e in _ENTRIES if all(e[j] == near["setting"][j] for j in KEYS)][0][k]
+                if next(e for e in _ENTRIES if all(e[j] == near["setting"][j] for j in KEYS))[k]
                 == key[k])
     assert all(score >= sum(w for k, w in WEIGHTS.items() if e[k] == key[k]) for e in _ENTRIES)
 

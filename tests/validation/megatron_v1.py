@@ -1,7 +1,7 @@
 """Megatron-LM v1 (September 2020) scaling runs as simcluster scenarios: measured iteration times.
 
 Source: NVIDIA/Megatron-LM README scaling tables of September 2020 (``images/tables.tex`` @5281919,
-present until @23632ee5), as transcribed in shared/calibration/published.yaml (ids below): GPT-2
+present until @23632ee5), as transcribed in the project's published.yaml (docs/catalog.md) (ids below): GPT-2
 style models (vocabulary 51,200, sequence 1024, FFN 4h) with tensor parallelism inside one DGX-2
 (16 x V100, batch 8) or one DGX A100 (batch 16), and 128-way data parallelism of the A100 runs
 (global batch 2048). Every row publishes its iteration time, so the comparison is in seconds

@@ -2,7 +2,8 @@
 
 Source: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
 Megatron-LM", SC'21 (arXiv 2104.04473), Table 1 (weak scaling) and Table 2 (PTD vs ZeRO-3), as
-transcribed in shared/calibration/published.yaml (ids below). Published numbers are TFLOP/s per GPU
+transcribed in the project's published.yaml (docs/catalog.md; ids below). Published numbers are
+TFLOP/s per GPU
 under the paper's Eq. 3 (hardware FLOPs with full recompute); the comparison converts simcluster's
 iteration time with that same formula (calibration/README.md section 9).
 

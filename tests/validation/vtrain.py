@@ -1,7 +1,7 @@
 """vTrain single-node ground truth (1440 Megatron-DeepSpeed iterations on 2-8 A100) as scenarios.
 
 Source: VIA-Research/vTrain ``data/ground_truth_single.csv`` @f8dda847 (copied byte for byte to
-``tests/validation/data/vtrain_single_node.csv``; shared/calibration/vtrain_single_node.csv), the
+``tests/validation/data/vtrain_single_node.csv``), the
 validation set of Bang et al., "vTrain: A Simulation Framework for Evaluating Cost-effective and
 Compute-optimal Large Language Model Training", MICRO 2024 (arXiv 2312.12391). What is stated:
 
