@@ -93,6 +93,18 @@ def moe_host_floor_ms(config: str) -> tuple[float, float]:
     return float(first["host_fwd_bwd_ms"]), float(first["fwd_bwd_ms"])
 
 
+def mcore_moe_kernel_fit() -> tuple[float, float]:
+    """(kernels per local expert, fixed kernels) of Megatron-Core's MoE layer, forward+backward
+    (``h200_measured/mcore_moe.csv``): a least-squares line through every row."""
+    points = [(int(r["local_experts"]), int(r["kernels_fwd_bwd"])) for r in rows("h200", "mcore_moe")]
+    n = len(points)
+    mean_e = sum(e for e, _ in points) / n
+    mean_k = sum(k for _, k in points) / n
+    slope = (sum((e - mean_e) * (k - mean_k) for e, k in points)
+             / sum((e - mean_e) ** 2 for e, _ in points))
+    return slope, mean_k - slope * mean_e
+
+
 def layer_errors(gpu: str, row: dict[str, str]) -> tuple[float, float]:
     """(forward, forward + backward) error of one measured layer row."""
     fwd, both = _predicted_ms(gpu, row)
