@@ -115,6 +115,7 @@ class HorizonConfig:
     nodes_per_replica: int = 1
     checkpoint: CheckpointPlan = field(default_factory=CheckpointPlan)
     stragglers: StragglerPlan = field(default_factory=StragglerPlan)
+    infant_mortality: bool = False
 
     @property
     def failure_rate_s(self) -> float:
@@ -251,4 +252,4 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
         repair_sigma=float(rel.repair_sigma),
         elastic=bool(rel.elastic), dp=par.dp, nodes_per_replica=per_replica,
         checkpoint=checkpoint_plan(ck, float(count_params(scenario.model).total), step_s),
-        stragglers=straggler_plan(rel))
+        stragglers=straggler_plan(rel), infant_mortality=bool(rel.infant_mortality))

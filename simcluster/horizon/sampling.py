@@ -74,13 +74,35 @@ class BufferedPoisson:
         return allt[:cut]
 
 
-class WeibullSource:
-    """Per-node renewal processes with Weibull gaps of mean ``1/rate``, vectorised over nodes."""
+def weibull_scale(rate_s: float, shape: float) -> float:
+    """Scale of the Weibull gaps whose mean is ``1 / rate_s`` (mean = scale x Gamma(1 + 1/shape))."""
+    return math.exp(-math.log(rate_s) - math.lgamma(1.0 + 1.0 / shape))
 
-    def __init__(self, nodes: int, rate_s: float, shape: float, rng: np.random.Generator) -> None:
+
+def equilibrium_first(scale: float, shape: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Time to each node's first failure when its age is in equilibrium (the stationary renewal
+    process): the forward recurrence time, density ``S(t) / mean``. For Weibull gaps its CDF is the
+    regularised incomplete gamma ``P(1/shape, (t/scale)^shape)``, so ``(t/scale)^shape`` is
+    Gamma(1/shape) distributed (Cox, Renewal Theory, 1962, s5.2)."""
+    return scale * rng.gamma(1.0 / shape, 1.0, n) ** (1.0 / shape)
+
+
+class WeibullSource:
+    """Per-node renewal processes with Weibull gaps of mean ``1/rate``, vectorised over nodes.
+
+    Node clocks start in equilibrium (expected failures in any window = rate x its length, for any
+    shape), or at age 0 with ``new`` (``reliability.infant_mortality``: a fresh fleet)."""
+
+    def __init__(self, nodes: int, rate_s: float, shape: float, rng: np.random.Generator,
+                 new: bool = False) -> None:
         self.nodes, self.shape, self.rng = nodes, shape, rng
-        self.scale = 1.0 / (rate_s * math.gamma(1.0 + 1.0 / shape)) if rate_s > 0 else math.inf
-        self.next_t = self.scale * rng.weibull(shape, nodes) if rate_s > 0 else np.full(nodes, math.inf)
+        self.scale = weibull_scale(rate_s, shape) if rate_s > 0 else math.inf
+        if rate_s <= 0:
+            self.next_t = np.full(nodes, math.inf)
+        elif new:
+            self.next_t = self.scale * rng.weibull(shape, nodes)
+        else:
+            self.next_t = equilibrium_first(self.scale, shape, nodes, rng)
 
     def until(self, end_s: float) -> np.ndarray:
         """Failure times of all nodes in ``[previous end, end_s)`` (unsorted)."""
@@ -110,7 +132,8 @@ class SamplePath:
         self.failures = BufferedPoisson(cfg.nodes * float(rates.sum()), gen("failures"))
         self.class_rng = gen("failure-classes")
         self.weibull = [(i, WeibullSource(cfg.nodes, c.rate_per_node_s, c.weibull_shape,
-                                          gen(f"failures.weibull.{c.name}")))
+                                          gen(f"failures.weibull.{c.name}"),
+                                          new=cfg.infant_mortality))
                         for i, c in enumerate(cfg.classes) if c.weibull_shape is not None]
         self.repair_rng = gen("repair")
         self.planned = BufferedPoisson(cfg.planned_per_s, gen("maintenance"))

@@ -20,6 +20,9 @@ from simcluster.spec.schema import Context, spec_field
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 RECOMPUTE = ("none", "selective", "full")
 INTER_ARRIVAL = ("exponential", "weibull")
+#: Weibull shapes accepted: published fits of hardware failures lie in 0.5-1.5 (Schroeder and
+#: Gibson, DSN 2006: 0.7-0.8); below 0.1 the mean is an extreme tail (Gamma(11) times the scale).
+MIN_WEIBULL_SHAPE, MAX_WEIBULL_SHAPE = 0.1, 20.0
 CHECKPOINT_MODES = ("sync", "async", "in-memory", "none")
 DETECTIONS = ("error", "watchdog")
 LINK_LAYERS = ("scale_up", "scale_out")
@@ -157,8 +160,9 @@ class FailureClassSpec:
                                          "false: restart in place (software, hang)")
     in_memory_restore: bool = spec_field(False, doc="host memory survives, so in-memory checkpoints "
                                                     "can be reloaded (process-restart recoverable)")
-    weibull_shape: float | None = spec_field(None, gt=0,
-                                             doc="per-class override of reliability.weibull_shape")
+    weibull_shape: float | None = spec_field(
+        None, ge=MIN_WEIBULL_SHAPE, le=MAX_WEIBULL_SHAPE,
+        doc="per-class override of reliability.weibull_shape")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -168,7 +172,15 @@ class ReliabilitySpec:
     failure_rate_per_node_day: float = spec_field(3.79e-3, ge=0)
     classes: dict[str, FailureClassSpec] = spec_field({})
     inter_arrival: str = spec_field("exponential", choices=INTER_ARRIVAL)
-    weibull_shape: float = spec_field(0.8, gt=0)
+    weibull_shape: float = spec_field(
+        0.8, ge=MIN_WEIBULL_SHAPE, le=MAX_WEIBULL_SHAPE, doc="shape of each node's Weibull "
+        "time between failures (inter_arrival: weibull); below 1 a node that just failed is "
+        "likelier to fail again. The mean stays 1 / failure rate, and node clocks start in "
+        "equilibrium, so the long-run rate is the stated one for any shape (docs/reliability.md)")
+    infant_mortality: bool = spec_field(
+        False, doc="Weibull failures only: every node starts at age 0 when the job starts (a "
+        "freshly installed fleet: with a shape below 1, more failures early in the run); "
+        "false: node ages start in equilibrium (a fleet in service)")
     planned_per_day: float = spec_field(0.0, ge=0)
     diagnose_s: float = spec_field(300.0, unit="s", ge=0)
     restart_s: float = spec_field(300.0, unit="s", ge=0)
