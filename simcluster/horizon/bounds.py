@@ -53,6 +53,7 @@ PROGRESS_KEYS = "reliability.failure_rate_per_node_day / checkpoint.storage_writ
 RECOVERY_KEYS = "reliability.diagnose_s / reliability.restart_s / reliability.warmup_s / " \
                 "reliability.maintenance_s"
 WAIT_KEYS = "reliability.replace_s / reliability.spares / reliability.repair_median_s"
+STRAGGLER_KEYS = "reliability.stragglers_per_node_day / reliability.straggler_detect_s"
 RATE_KEYS = "reliability.failure_rate_per_node_day / reliability.horizon_days / training.tokens"
 
 
@@ -75,8 +76,9 @@ class Cost:
 
 
 def interruption_rate_s(cfg: HorizonConfig) -> float:
-    """Unexpected failures and planned interruptions of the whole job per second."""
-    return cfg.failure_rate_s + cfg.planned_per_s
+    """Unexpected failures, straggler evictions and planned interruptions of the whole job per
+    second (an eviction stops the job and rolls it back like a failure)."""
+    return cfg.failure_rate_s + cfg.nodes * eviction_rate_per_node_s(cfg) + cfg.planned_per_s
 
 
 def mean_recovery_s(cfg: HorizonConfig) -> float:
@@ -135,7 +137,8 @@ def recovery_outcomes(cfg: HorizonConfig) -> list[tuple[float, float]]:
 
     Each failure class: detect + diagnose + restart + load + warm-up, and, for a class whose nodes
     are replaced, a second outcome with the wait ``replace_s`` weighted by the chance that the
-    spare pool is short (:func:`pool_short_probability`, which counts the repair times). A planned
+    spare pool is short (:func:`pool_short_probability`, which counts the repair times). A straggler
+    eviction: the same after its detection time, the evicted node replaced. A planned
     interruption: the save, the maintenance, restart, load and warm-up.
     """
     ck = cfg.checkpoint
@@ -146,6 +149,11 @@ def recovery_outcomes(cfg: HorizonConfig) -> list[tuple[float, float]]:
         rate, base = cfg.nodes * c.rate_per_node_s, c.detect_s + common
         short = pool_short_probability(cfg, c.domain_nodes) if c.replace and cfg.replace_s > 0 else 0.0
         out += [(rate * (1.0 - short), base), (rate * short, base + cfg.replace_s)]
+    evict = cfg.nodes * eviction_rate_per_node_s(cfg)
+    if evict > 0.0:  # detected after straggler_detect_s, then recovered like a replaced node
+        short = pool_short_probability(cfg, 1) if cfg.replace_s > 0 else 0.0
+        base = cfg.stragglers.detect_s + common
+        out += [(evict * (1.0 - short), base), (evict * short, base + cfg.replace_s)]
     save = ck.write_s if ck.mode != "none" else 0.0
     out.append((cfg.planned_per_s, save + cfg.maintenance_s + cfg.restart_s + load + cfg.warmup_s))
     return [(rate, lost) for rate, lost in out if rate > 0.0]
@@ -209,11 +217,13 @@ def check_progress(cfg: HorizonConfig, cost: Cost) -> None:
         keys, wait = f"{PROGRESS_KEYS} / {WAIT_KEYS}", (
             f", with the wait for a replacement node ({cfg.replace_s:.4g} s when fewer than "
             f"{cfg.spares} spares are free; add spares or shorten it)")
+    if cfg.nodes * eviction_rate_per_node_s(cfg) * cost.mtbf_s > 0.5:  # mostly evictions
+        keys = f"{STRAGGLER_KEYS} / {keys}"
     raise SpecError(keys, (
         f"the run cannot make progress: job MTBF {cost.mtbf_s:.4g} s ({cfg.nodes} nodes) against "
         f"{dump} and recovery {cost.recovery_s:.4g} s{wait}; expected useful fraction {fraction} < "
         f"{MIN_WORK_FRACTION:g} (Daly 2006 Eq. 9): raise the storage bandwidth, change the "
-        f"interval, lower the failure rate or set reliability.horizon_days"))
+        f"interval, lower the failure or straggler rate or set reliability.horizon_days"))
 
 
 def check_events(cost: Cost) -> None:

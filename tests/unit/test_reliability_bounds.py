@@ -278,3 +278,30 @@ def test_worker_processes_are_bounded(capsys: pytest.CaptureFixture[str]) -> Non
         main(["reliability", BIG, "--jobs", str(MAX_JOBS + 1)])
     assert info.value.code == 2
     assert f"--jobs: at most {MAX_JOBS}" in capsys.readouterr().err
+
+
+STRAGGLERS = str(ROOT / "scenarios" / "seed-degraded-stragglers.yaml")
+
+
+def test_straggler_evictions_count_as_interruptions_oracle() -> None:
+    """An episode longer than the detection time is evicted: a lognormal length of median m and
+    sigma s exceeds d with probability erfc(ln(d/m) / (s sqrt 2)) / 2 (here d = m: one half)."""
+    from simcluster.horizon.bounds import interruption_rate_s
+    from simcluster.horizon.config import StragglerPlan
+
+    cfg = HorizonConfig(nodes=10, work_s=86400.0, stragglers=StragglerPlan(
+        rate_per_node_s=1e-4, slowdown=2.0, median_s=600.0, sigma=1.0, detect_s=600.0))
+    assert interruption_rate_s(cfg) == pytest.approx(10 * 1e-4 * 0.5)
+
+
+def test_a_run_interrupted_by_evictions_faster_than_it_checkpoints_is_refused(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25's hang: 50 straggler episodes per node-day, each evicted after detection, and a
+    100-day checkpoint interval never finish a segment; refused up front, naming the straggler
+    keys first."""
+    assert main(["run", "--fast", STRAGGLERS, "--set", "reliability.stragglers_per_node_day=50",
+                 "--set", "checkpoint.interval_min=145194"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simcluster: error: reliability.stragglers_per_node_day / "
+                          "reliability.straggler_detect_s / ")
+    assert "cannot make progress" in err
