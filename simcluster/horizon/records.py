@@ -120,8 +120,10 @@ class ReliabilityResult:
                               "by_class": by_class},
             "goodput": self.goodput, "goodput_ci95": self.goodput_ci95,
             "effective_training_time_ratio": float(((useful + training) / elapsed).mean()),
-            "time_to_train_days": ({"mean": float(ttt.mean()), "p50": float(np.percentile(ttt, 50)),
-                                    "p95": float(np.percentile(ttt, 95))} if finite else None),
+            "time_to_train_days": ({"mean": float(ttt.mean()), **percentiles(ttt)}
+                                   if finite else None),
+            "time_to_train_histogram": histogram(ttt) if finite else None,
+            "goodput_percentiles": percentiles(self.column("goodput")),
             "elapsed_days": float(elapsed.mean() / 86400.0),
             "useful_days": float(useful.mean() / 86400.0),
             "completed_fraction": float(np.mean([r.completed for r in self.records])),
@@ -133,6 +135,30 @@ class ReliabilityResult:
             "young_interval_min": finite_or_none(self.young_interval_s / 60.0),
             "daly_interval_min": finite_or_none(self.daly_interval_s / 60.0),
         }
+
+
+#: The spread a planner reads: the 5th, 50th, 95th and 99th percentiles over replicas.
+PERCENTILES = (5, 50, 95, 99)
+HISTOGRAM_BINS = 20
+
+
+def percentiles(values: np.ndarray) -> dict[str, float]:
+    """``{"p5": ..., "p50": ..., "p95": ..., "p99": ...}`` over replicas (linear interpolation,
+    numpy's default; infinite values, runs that never finish, sort last)."""
+    return {f"p{q}": float(np.percentile(values, q)) for q in PERCENTILES}
+
+
+def histogram(values: np.ndarray) -> dict[str, list[float]] | None:
+    """``HISTOGRAM_BINS`` equal bins over the finite values: ``edges_days`` (bins + 1) and
+    ``counts`` (replicas per bin; they sum to the finite replicas). None when no value is finite."""
+    finite = values[np.isfinite(values)]
+    if finite.size == 0:
+        return None
+    low, high = float(finite.min()), float(finite.max())
+    if high <= low:
+        high = low + max(abs(low) * 1e-6, 1e-9)
+    counts, edges = np.histogram(finite, bins=HISTOGRAM_BINS, range=(low, high))
+    return {"edges_days": [float(e) for e in edges], "counts": [float(c) for c in counts]}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

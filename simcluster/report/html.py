@@ -198,6 +198,22 @@ def goodput_figure(sweep: Mapping[str, Any], title: str) -> str:
                    table(["interval (min)", "goodput", "95% CI", "Daly Eq. 9"], rows))
 
 
+def distribution(d: Mapping[str, Any]) -> str | None:
+    """Time to train over the Monte Carlo replicas (``reliability``), as a histogram and its
+    percentiles; None when the run has no reliability result."""
+    rel = d.get("reliability") or {}
+    hist, ttt = rel.get("time_to_train_histogram"), rel.get("time_to_train_days")
+    if not hist or not ttt:
+        return None
+    rows = [[k, ttt[k]] for k in ("p5", "p50", "p95", "p99", "mean") if k in ttt]
+    good = rel.get("goodput_percentiles") or {}
+    rows += [[f"goodput {k}", v] for k, v in good.items()]
+    return section("distribution", f"Time to train over {rel.get('replicas', '?')} replicas",
+                   svg.histogram(hist["edges_days"], hist["counts"], "days",
+                                 "time to train histogram"),
+                   table(["statistic", "value"], rows))
+
+
 def resolved(yaml_text: str) -> str:
     """The resolved scenario (``simcluster validate``'s output) in a ``<pre>``."""
     return section("scenario", "Resolved scenario (simcluster validate)",
@@ -224,6 +240,9 @@ def scenario_page(d: Mapping[str, Any], yaml_text: str, events: Sequence[dict[st
     """
     title = f"simcluster report: {d['scenario']}"
     sections = [summary(d), *(note(n) for n in notes), breakdown(d), memory(d)]
+    spread = distribution(d)
+    if spread is not None:
+        sections.append(spread)
     if events is not None:
         sections.append(gantt_figure(events, str(d["scenario"])))
     if sweep is not None:

@@ -23,6 +23,12 @@ def _step(d: dict[str, Any]) -> str:
     return "-" if step is None else f"{step:.4g} s ({d['step_engine']} engine)"
 
 
+def _spread(values: dict[str, float], fmt: str) -> str:
+    """``p5 a, p50 b, p95 c, p99 d`` of the percentiles present."""
+    return ", ".join(f"{k} {fmt.format(values[k])}" for k in ("p5", "p50", "p95", "p99")
+                     if k in values)
+
+
 def summary_text(name: str, d: dict[str, Any]) -> str:
     """Headline numbers, interruptions by class and the lost-time breakdown."""
     n = d["interruptions"]
@@ -40,7 +46,9 @@ def summary_text(name: str, d: dict[str, Any]) -> str:
         f"Daly {_minutes(d['daly_interval_min'])}",
     ]
     if ttt is not None:
-        head.append(f"time to train   p50 {ttt['p50']:.2f} days, p95 {ttt['p95']:.2f} days")
+        head.append("time to train   " + _spread(ttt, "{:.2f}") + " days")
+    if d.get("goodput_percentiles"):
+        head.append("goodput spread  " + _spread(d["goodput_percentiles"], "{:.2%}"))
     lost = d["lost_time_breakdown_h"]
     total = d["lost_time_total_h"]
     rows = [[k, f"{v:.2f}", f"{v / total:.1%}" if total > 0 else "-"] for k, v in lost.items()]

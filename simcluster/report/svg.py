@@ -1,4 +1,5 @@
-"""Small inline-SVG figures of the HTML report: stacked bar, scatter with a front, heatmap.
+"""Small inline-SVG figures of the HTML report: stacked bar, scatter with a front, heatmap,
+histogram.
 
 Each function returns one ``<svg>`` element as text, every label escaped, sized in CSS pixels, so
 the page stays a single file that renders without matplotlib, JavaScript or the network. The
@@ -151,3 +152,20 @@ def heatmap(cells: Mapping[tuple[int, int], float], axes: tuple[str, str], unit:
                             f'font-size="11" text-anchor="middle" fill="{colour}">'
                             f"{value:.4g}</text>")
     return _svg(top + ch * len(rows) + 10, body, label)
+
+
+def histogram(edges: Sequence[float], counts: Sequence[float], unit: str, label: str) -> str:
+    """Vertical bars of ``counts`` over the bins ``edges`` (len(counts) + 1), with the first, middle
+    and last edges labelled in ``unit``."""
+    top = max(counts, default=0.0)
+    left, span, base, tall = 40.0, WIDTH - 60.0, 190.0, 160.0
+    width = span / max(len(counts), 1)
+    body = [_text(left - 6, base - tall + 4, f"{top:.0f}", "end"), _text(left - 6, base + 4, "0", "end")]
+    for i, count in enumerate(counts):
+        h = tall * count / top if top > 0 else 0.0
+        tip = f"{edges[i]:.4g}-{edges[i + 1]:.4g} {unit}: {count:.0f}"
+        body.append(_rect(left + i * width + 1, base - h, width - 2, h, PALETTE[0], tip))
+    for i in (0, len(counts) // 2, len(counts)):
+        body.append(_text(left + i * width, base + 18, f"{edges[i]:.4g}", "middle"))
+    body.append(_text(left + span / 2, base + 36, unit, "middle"))
+    return _svg(base + 46, body, label)

@@ -95,5 +95,5 @@ def test_the_scenario_key_reaches_the_sample_path(infant: bool) -> None:
 
 @pytest.mark.parametrize("shape", [0.001, 0.02, 25.0])
 def test_shapes_outside_the_published_range_are_refused(shape: float) -> None:
-    with pytest.raises(SpecError, match="reliability.weibull_shape"):
+    with pytest.raises(SpecError, match=r"reliability\.weibull_shape"):
         _scenario(weibull_shape=shape)
