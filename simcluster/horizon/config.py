@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 
 from simcluster.errors import SpecError
 from simcluster.perf.params import count_params
-from simcluster.perf.reliability import checkpoint_bytes, transfer_time_s
+from simcluster.perf.reliability import (
+    ADAM_MIXED_CHECKPOINT_BYTES,
+    checkpoint_bytes,
+    checkpoint_bytes_per_gpu,
+    snapshot_time_s,
+    transfer_time_s,
+)
 from simcluster.spec.scenario import CheckpointSpec, ReliabilitySpec, Scenario
 
 DAY_S = 86400.0
@@ -180,8 +186,10 @@ def _with_shape(c: FailureClass, shape: float | None) -> FailureClass:
                         in_memory_restore=c.in_memory_restore, weibull_shape=shape)
 
 
-def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float) -> CheckpointPlan:
-    """Checkpoint timings: size = bytes_per_param x params; write/read at the storage bandwidth.
+def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float,
+                    snapshot_default_s: float = 1.0) -> CheckpointPlan:
+    """Checkpoint timings: size = bytes_per_param x params; write/read at the storage bandwidth;
+    the snapshot ``ck.snapshot_s``, else ``snapshot_default_s`` (:func:`snapshot_s`).
 
     The interval is rounded to whole steps (at least one).
     """
@@ -190,7 +198,7 @@ def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float) -> 
     size = checkpoint_bytes(params, float(ck.bytes_per_param))
     write_s = transfer_time_s(size, ck.storage_write_Bps)
     interval = max(1, round(ck.interval_s / step_s)) * step_s
-    snapshot_s = float(ck.snapshot_s)
+    snapshot_s = float(ck.snapshot_s) if ck.snapshot_s is not None else snapshot_default_s
     persist_interval = ck.persist_interval_s
     every = 1 if persist_interval is None else max(1, round(float(persist_interval) / interval))
     sync = ck.mode == "sync"
@@ -200,6 +208,17 @@ def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float) -> 
         load_s=transfer_time_s(size, ck.storage_read_Bps),
         memory_load_s=float(ck.memory_load_s),
         peer_copy=bool(ck.peer_copy), size_bytes=size, write_s=write_s)
+
+
+def snapshot_s(scenario: Scenario, params: float) -> float:
+    """The device-to-host snapshot of the scenario's largest per-GPU checkpoint shard over the
+    topology's host link (:func:`simcluster.perf.reliability.snapshot_time_s`)."""
+    ck, par = scenario.checkpoint, scenario.parallelism
+    per_param = float(ck.bytes_per_param) if ck is not None else ADAM_MIXED_CHECKPOINT_BYTES
+    shard = checkpoint_bytes_per_gpu(params, par.tp * par.pp * par.cp, par.dp, par.zero_stage,
+                                     per_param)
+    host = scenario.cluster.topology.host
+    return snapshot_time_s(shard, host.pcie_Bps, host.gpus_per_pcie_switch)
 
 
 def straggler_plan(rel: ReliabilitySpec) -> StragglerPlan:
@@ -241,6 +260,7 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
     par = scenario.parallelism
     gpus_per_node = scenario.cluster.topology.gpus_per_node
     per_replica = max(1, (par.tp * par.pp * par.cp) // gpus_per_node)
+    params = float(count_params(scenario.model).total)
     return HorizonConfig(
         nodes=nodes, work_s=work_s(scenario, step_s),
         horizon_s=math.inf if rel.horizon_s is None else rel.horizon_s, step_s=step_s,
@@ -251,5 +271,5 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
         repair_median_s=float(rel.repair_median_s),
         repair_sigma=float(rel.repair_sigma),
         elastic=bool(rel.elastic), dp=par.dp, nodes_per_replica=per_replica,
-        checkpoint=checkpoint_plan(ck, float(count_params(scenario.model).total), step_s),
+        checkpoint=checkpoint_plan(ck, params, step_s, snapshot_s(scenario, params)),
         stragglers=straggler_plan(rel), infant_mortality=bool(rel.infant_mortality))

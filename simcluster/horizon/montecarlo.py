@@ -86,7 +86,8 @@ def simulate_config(cfg: HorizonConfig, replicas: int = 100, seed: int = 0, engi
         records=run_replicas(cfg, replicas, seed, engine, jobs), class_names=cfg.class_names,
         work_s=cfg.work_s, interval_s=cfg.checkpoint.interval_s, engine=engine,
         young_interval_s=young, daly_interval_s=daly, checkpoint_bytes=cfg.checkpoint.size_bytes,
-        step_time_s=cfg.step_s, step_engine=step_engine)
+        checkpoint_blocking_s=cfg.checkpoint.blocking_s, step_time_s=cfg.step_s,
+        step_engine=step_engine)
 
 
 def step_and_engine(scenario: Scenario, step_time_s: float | None, step_engine: str | None

@@ -70,6 +70,7 @@ class ReliabilityResult:
     young_interval_s: float
     daly_interval_s: float
     checkpoint_bytes: float
+    checkpoint_blocking_s: float = math.nan
     step_time_s: float = math.nan
     step_engine: str = "given"
 
@@ -132,6 +133,7 @@ class ReliabilityResult:
             "spare_exhaustions": float(np.mean([r.spare_exhaustions for r in self.records])),
             "checkpoint_interval_min": finite_or_none(self.interval_s / 60.0),
             "checkpoint_size_tb": self.checkpoint_bytes / 1e12,
+            "checkpoint_blocking_s": finite_or_none(self.checkpoint_blocking_s),
             "young_interval_min": finite_or_none(self.young_interval_s / 60.0),
             "daly_interval_min": finite_or_none(self.daly_interval_s / 60.0),
         }

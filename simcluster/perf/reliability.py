@@ -132,6 +132,19 @@ def checkpoint_bytes_per_gpu(params: float, model_parallel: int, dp: int, zero_s
     return weights + (bytes_per_param - WEIGHT_BYTES_16BIT) * params / shards
 
 
+#: Pinned device-to-host copies reach 0.86 of the PCIe line rate: 54.9 GB/s of PCIe 5.0 x16's 64
+#: on an H100 SXM for 1-4 GiB copies (tests/validation/data/h100_measured/host_link.csv,
+#: analysis/device/host_link.py); pageable copies reach 14-16 GB/s.
+PINNED_COPY_EFFICIENCY = 0.86
+
+
+def snapshot_time_s(shard_bytes: float, pcie_Bps: float, gpus_per_link: int = 1) -> float:
+    """Device-to-host snapshot of one GPU's checkpoint shard into pinned host memory, every GPU
+    copying at once: ``shard x gpus sharing the upstream link / (pcie x 0.86)`` (6.6 GB on one
+    PCIe 5.0 x16 link: 0.12 s)."""
+    return shard_bytes * gpus_per_link / (pcie_Bps * PINNED_COPY_EFFICIENCY)
+
+
 def transfer_time_s(size_bytes: float, bandwidth_Bps: float) -> float:
     """Time to move ``size_bytes`` at ``bandwidth_Bps`` (405B checkpoint at 2 TB/s: 2.8 s)."""
     return size_bytes / bandwidth_Bps

@@ -23,6 +23,12 @@ def _step(d: dict[str, Any]) -> str:
     return "-" if step is None else f"{step:.4g} s ({d['step_engine']} engine)"
 
 
+def _blocking(d: dict[str, Any]) -> str:
+    """``, blocks 0.12 s`` (the snapshot, or the whole write when synchronous)."""
+    blocking = d.get("checkpoint_blocking_s")
+    return "" if blocking is None else f", blocks {blocking:.3g} s"
+
+
 def _spread(values: dict[str, float], fmt: str) -> str:
     """``p5 a, p50 b, p95 c, p99 d`` of the percentiles present."""
     return ", ".join(f"{k} {fmt.format(values[k])}" for k in ("p5", "p50", "p95", "p99")
@@ -42,7 +48,7 @@ def summary_text(name: str, d: dict[str, Any]) -> str:
         f"interruptions   {n['total']:.1f} ({n['unexpected']:.1f} unexpected, "
         f"{n['by_class'].get('planned', 0.0):.1f} planned)",
         f"checkpoint      every {_minutes(d['checkpoint_interval_min'])}, "
-        f"{d['checkpoint_size_tb']:.3g} TB; Young {_minutes(d['young_interval_min'])}, "
+        f"{d['checkpoint_size_tb']:.3g} TB{_blocking(d)}; Young {_minutes(d['young_interval_min'])}, "
         f"Daly {_minutes(d['daly_interval_min'])}",
     ]
     if ttt is not None:

@@ -231,8 +231,11 @@ class CheckpointSpec:
     storage_read_Bps: float = spec_field(100e9, unit="GBps", gt=0)
     bytes_per_param: float = spec_field(14.0, gt=0, doc="checkpoint bytes per parameter (bf16 weights 2 "
                                                         "+ fp32 master 4 + Adam m 4 + v 4)")
-    snapshot_s: float = spec_field(1.0, unit="s", ge=0,
-                                   doc="blocking device-to-host snapshot of async and in-memory modes")
+    snapshot_s: float | None = spec_field(
+        None, unit="s", ge=0, doc="blocking device-to-host snapshot of async and in-memory modes; "
+        "null: each GPU's checkpoint shard over its host link (topology host.pcie_GBps, shared by "
+        "host.gpus_per_pcie_switch GPUs) at the measured pinned-copy rate, 0.86 of the line rate "
+        "(docs/reliability.md)")
     persist_interval_s: float | None = spec_field(None, unit="min", gt=0,
                                                   doc="in-memory mode: how often a snapshot is also "
                                                       "persisted to storage; null: every snapshot")
