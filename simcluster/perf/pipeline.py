@@ -102,6 +102,8 @@ def in_flight_chunks(schedule: str, p: int, m: int, v: int = 1, stage: int = 0) 
     The one formula of the pipeline's in-flight activations: :func:`in_flight_microbatches` and the
     memory model's per-chunk split (:func:`simcluster.perf.memory_stage.in_flight_units`) use it.
 
+    - no pipeline (``p == 1``): every schedule is plain gradient accumulation, each micro-batch's
+      forward followed by its backward (Megatron-LM ``forward_backward_no_pipelining``): one.
     - gpipe: all ``m`` forwards run before any backward.
     - 1f1b, zb-h1: ``min(p - stage, m)``: Megatron's warm-up ``min(p - stage - 1, m)`` forwards
       plus the one of the first steady 1F1B step (Megatron-LM ``schedules.py``).
@@ -125,6 +127,8 @@ def in_flight_chunks(schedule: str, p: int, m: int, v: int = 1, stage: int = 0) 
     _check(schedule, p, m, v)
     if not 0 <= stage < p:
         raise SpecError("stage", f"must be in [0, {p}), got {stage}")
+    if p == 1:
+        return 1
     if schedule == "gpipe":
         return m
     if schedule == "interleaved":

@@ -26,6 +26,56 @@ def layout_text(row: Row) -> str:
     return " ".join(parts)
 
 
+def shape_text(row: Row) -> str:
+    """The layout as it runs: the schedule (and its virtual stages) only where there is a
+    pipeline; at pp = 1 gpipe, 1f1b, zero-bubble and interleaved run the same step."""
+    text = layout_text(row)
+    if int(row.get("pp", 1) or 1) == 1:
+        schedule = str(row["schedule"])
+        shown = f"{schedule}/{row['virtual_stages']}" if schedule == "interleaved" else schedule
+        text = text.replace(f" {shown} ", " ", 1)
+    return text
+
+
+def _shape_key(row: Row) -> tuple[object, ...]:
+    """Rows with the same key are one shape: the same layout as it runs and the same results
+    (step time, memory, cost, capital, goodput to 4 significant digits)."""
+    def sig(value: object) -> object:
+        return float(f"{value:.4g}") if isinstance(value, float) else value
+    return (shape_text(row), *(sig(row.get(k)) for k in
+                               ("step_time_s", "peak_memory_gib", "cost_usd", "capital_usd",
+                                "goodput", "gpus")))
+
+
+def distinct_shapes(rows: Sequence[Row], ranked: Sequence[int], top: int,
+                    scan: int = 50) -> list[tuple[int, list[int]]]:
+    """The first ``top`` distinct shapes of ``ranked``, each (its best row, the rows that repeat
+    it: other schedule names at pp = 1, equivalent options), looking ``scan`` x ``top`` rows deep."""
+    found: dict[tuple[object, ...], tuple[int, list[int]]] = {}
+    for i in ranked[:max(top, 1) * scan]:
+        key = _shape_key(rows[i])
+        if key in found:
+            found[key][1].append(i)
+        elif len(found) < top:
+            found[key] = (i, [])
+    return list(found.values())
+
+
+def _variants_text(rows: Sequence[Row], best: int, others: list[int]) -> str:
+    """``+2: 1f1b, zb-h1`` / ``+1: 3090ti-pcie-boxes``: what differs in the repeated rows."""
+    if not others:
+        return ""
+    names: list[str] = []
+    for i in others:
+        r = rows[i]
+        parts = [str(r.get("option"))] if r.get("option") != rows[best].get("option") else []
+        parts += [str(r["schedule"])] if r.get("schedule") != rows[best].get("schedule") else []
+        name = " ".join(parts) or "same"
+        if name not in names:
+            names.append(name)
+    return f"+{len(others)}: " + ", ".join(names)
+
+
 def runs_text(stage_layers: str) -> str:
     """``1,1,2,2,2,1`` -> ``1x2,2x3,1`` (runs of equal chunk sizes)."""
     out: list[list[str | int]] = []
@@ -44,7 +94,8 @@ def _varied(outcome: SweepOutcome) -> list[str]:
     return keys
 
 
-def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True) -> str:
+def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True,
+           variants: Sequence[str] = ()) -> str:
     rows = outcome.rows
     options = any(rows[i].get("option") for i in indexes)
     varied = _varied(outcome)
@@ -54,6 +105,7 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True)
         "layout", "engine", "step s", "tokens/s", "MFU", "GiB", "days", "cost $", "validated"]
     headers += ["capital $"] if capital else []
     headers += ["goodput", "ckpt min", "days w/ failures"] if goodput else []
+    headers += ["same results"] if any(variants) else []
     body = []
     for n, i in enumerate(indexes):
         r = rows[i]
@@ -67,6 +119,7 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True)
         if goodput:
             line += [r.get("goodput"), r.get("checkpoint_interval_min"),
                      r.get("goodput_time_to_train_days")]
+        line += [variants[n]] if any(variants) else []
         body.append(line)
     return format_table(headers, body)
 
@@ -133,9 +186,13 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
     if not outcome.ranked:
         lines += ["no layout fits and meets the constraints", ""]
     else:
-        lines += [f"best {min(top, len(outcome.ranked))}",
-                  _table(outcome, outcome.ranked[:top]), ""]
-        lines += _validation_lines(outcome, outcome.ranked[:top])
+        shapes = distinct_shapes(rows, outcome.ranked, top)
+        best = [i for i, _ in shapes]
+        lines += [f"best {len(shapes)} distinct shapes (layouts with identical results by "
+                  "construction are one row; 'same results' lists them)",
+                  _table(outcome, best, variants=[_variants_text(rows, i, o) for i, o in shapes]),
+                  ""]
+        lines += _validation_lines(outcome, best)
         if len({r.get("option") for r in rows}) > 1:
             lines += ["best per option", options_text(outcome)]
             csv = [p for p in outcome.files if p.suffix == ".csv"]
@@ -152,6 +209,13 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
     return "\n".join(lines)
 
 
+def _pair_label(option: str, zero3: bool, sharded: bool) -> str:
+    """`` (option, ZeRO-3)``: what tells two validation lines apart."""
+    parts = [option] if option else []
+    parts += (["ZeRO-3"] if zero3 else ["replicated"]) if sharded else []
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def _validation_lines(outcome: SweepOutcome, indexes: Sequence[int]) -> list[str]:
     """One ``validation`` line per option (and sharding) among the rows shown."""
     pairs: list[tuple[str, bool]] = []
@@ -160,7 +224,8 @@ def _validation_lines(outcome: SweepOutcome, indexes: Sequence[int]) -> list[str
         pair = (str(r.get("option") or ""), r.get("zero_stage") == 3)
         if pair not in pairs and pair in outcome.validation:
             pairs.append(pair)
-    lines = [f"validation{' (' + o + ')' if o else ''}: {outcome.validation[(o, z)]}"
+    sharded = len({z for _, z in pairs}) > 1
+    lines = [f"validation{_pair_label(o, z, sharded)}: {outcome.validation[(o, z)]}"
              for o, z in pairs]
     return [*lines, ""] if lines else []
 
@@ -170,7 +235,9 @@ def sweep_dict(outcome: SweepOutcome, top: int) -> dict[str, Any]:
     rows = outcome.rows
     return {"objective": outcome.plan.objective, "evaluated": len(rows),
             "eligible": len(outcome.ranked),
-            "top": [{"rank": n + 1, **rows[i]} for n, i in enumerate(outcome.ranked[:top])],
+            "top": [{"rank": outcome.ranked.index(i) + 1, **rows[i],
+                     "same_results": [outcome.ranked.index(j) + 1 for j in others]}
+                    for i, others in distinct_shapes(rows, outcome.ranked, top)],
             "pareto_axes": list(outcome.pareto_axes),
             "pareto": [rows[i] for i in outcome.pareto],
             "rejections": [dict(zip(("level", "key", "count", "example"), r, strict=True))

@@ -81,8 +81,9 @@ def test_scenario_page_renders(tmp_path: Path, capsys: pytest.CaptureFixture[str
     path = tmp_path / "s.yaml"
     path.write_text(yaml.safe_dump(SCENARIO), encoding="utf-8")
     assert main(["report", str(path), "-o", str(tmp_path / "run"), "--replicas", "8"]) == 0
-    # the Gantt and goodput PNGs; the breakdown and memory bars as SVG
-    _check_page(tmp_path / "run" / "index.html", {"img": 2, "svg": 2, "pre": 1}, tmp_path)
+    # the Gantt and goodput PNGs; the breakdown and memory bars and the time-to-train histogram
+    # as SVG
+    _check_page(tmp_path / "run" / "index.html", {"img": 2, "svg": 3, "pre": 1}, tmp_path)
 
 
 def test_sweep_page_renders(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

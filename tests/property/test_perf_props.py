@@ -79,9 +79,10 @@ def test_memory_never_increases_with_tp(model: str, tp: int, pp: int, zero: int,
 
 @PROPS
 @given(model=st.sampled_from(MODELS), tp=st.sampled_from([1, 2, 8]),
-       pp=st.sampled_from([1, 2, 4]), zero=st.sampled_from([0, 1]), extra=layouts)
+       pp=st.sampled_from([2, 4]), zero=st.sampled_from([0, 1]), extra=layouts)
 def test_memory_never_increases_with_pp_under_gpipe(model: str, tp: int, pp: int, zero: int,
                                                     extra: dict[str, object]) -> None:
+    """From pp = 2 on, GPipe holds every micro-batch (at pp = 1 there is no pipeline: one)."""
     common = {"tp": tp, "zero_stage": zero, "schedule": "gpipe", **extra}
     assert peak_net(build(model, pp=2 * pp, **common)) <= peak_net(build(model, pp=pp, **common))
 

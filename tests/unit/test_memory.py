@@ -368,3 +368,14 @@ def test_interleaved_units_at_the_batch_cap_are_the_same_as_for_a_few_groups() -
     few = dataclasses.replace(par, global_batch=par.pp * (par.virtual_stages + 2) * per)
     for stage in (0, par.pp - 1):
         assert in_flight_units(huge, stage) == in_flight_units(few, stage)
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b", "zb-h1"])
+def test_without_a_pipeline_one_micro_batch_is_in_flight_oracle(schedule: str) -> None:
+    """pp = 1 is gradient accumulation whatever the schedule's name (Megatron-LM
+    forward_backward_no_pipelining): one micro-batch's activations at a time, so the sweep's rows
+    that differ only by schedule at pp = 1 have the same memory, as they have the same step."""
+    from simcluster.perf.pipeline import in_flight_chunks
+
+    assert in_flight_chunks(schedule, 1, 8) == 1
+    assert in_flight_chunks("gpipe", 2, 8) == 8

@@ -110,7 +110,9 @@ def test_reliability_scenario_has_the_goodput_figure(
     path = _write(tmp_path, {**SCENARIO, **RELIABILITY, "parallelism": {"tp": 2, "global_batch": 64}})
     html = _report(capsys, path, tmp_path / "r", "--replicas", "8")
     run = _run_json(capsys, path)
-    assert _sections(html) == ["summary", "breakdown", "memory", "goodput", "scenario"]
+    assert _sections(html) == ["summary", "breakdown", "memory", "distribution", "goodput",
+                               "scenario"]
+    assert "time to train histogram" in html
     assert html.count("data:image/png;base64,") == 1
     assert "Daly Eq. 9" in html
     values = _data_values(html)
