@@ -112,7 +112,7 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True,
         line: list[object] = [n + 1 if numbered else outcome.ranked.index(i) + 1]
         line += [r.get("option")] if options else []
         line += [r.get(k) for k in varied]
-        line += [layout_text(r), r.get("engine", "analytical"), r.get("step_time_s"),
+        line += [shape_text(r), r.get("engine", "analytical"), r.get("step_time_s"),
                  r.get("tokens_per_s"), r.get("mfu"), r.get("peak_memory_gib"),
                  r.get("time_to_train_days"), _money(r.get("cost_usd")), r.get("validation")]
         line += [_money(r.get("capital_usd"))] if capital else []
