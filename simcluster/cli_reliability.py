@@ -55,6 +55,19 @@ def checkpoint_warnings(scenario: Scenario) -> list[str]:
             "'checkpoint: none' to say so"]
 
 
+def memory_warnings(scenario: Scenario) -> list[str]:
+    """A warning when the layout does not fit in GPU memory (the run's times assume it ran)."""
+    from simcluster.perf.memory import estimate_memory
+    from simcluster.units import GiB
+
+    memory = estimate_memory(scenario, flash_attention=scenario.execution.flash_attention)
+    if memory.fits_in_memory:
+        return []
+    return [f"the layout does not fit: it needs {memory.peak_bytes / GiB:.1f} GiB per GPU on stage "
+            f"{memory.peak_stage}, {memory.capacity_bytes / GiB:.1f} GiB available (simcluster "
+            "run shows the parts); the step time and everything above assume it ran"]
+
+
 def step_choice(args: argparse.Namespace) -> tuple[str, str]:
     """(step engine, event loop) from ``--engine``, ``--fast`` and ``--loop``.
 
@@ -77,7 +90,7 @@ def handle(args: argparse.Namespace) -> int:
         raise SpecError("reliability", "missing: the reliability command needs a reliability: "
                         "section", args.scenario)
     step_engine, loop = step_choice(args)
-    warnings = checkpoint_warnings(scenario)
+    warnings = checkpoint_warnings(scenario) + memory_warnings(scenario)
     try:
         out = _evaluate(args, scenario, step_engine, loop)
     except SpecError as err:

@@ -67,3 +67,16 @@ def test_missing_reliability_section_is_a_spec_error(tmp_path: Path) -> None:
     args = _parser().parse_args(["reliability", str(path)])
     with pytest.raises(SpecError, match="reliability"):
         args.handler(args)
+
+
+def test_a_layout_that_does_not_fit_is_said_to(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24 item 3: reliability on a layout over the GPU memory warns (the flagship 405B
+    layout needs more than 80 GB per simcluster today); a layout that fits does not."""
+    from simcluster.cli_reliability import memory_warnings
+    from simcluster.spec import load_scenario
+
+    big = load_scenario(str(ROOT / "scenarios" / "llama3-405b-16k-h100.yaml"))
+    (line,) = memory_warnings(big)
+    assert line.startswith("the layout does not fit: it needs ")
+    assert "80.0 GiB available" in line
+    assert memory_warnings(load_scenario(str(ROOT / "scenarios" / "1k-h100-reliability.yaml"))) == []
