@@ -20,6 +20,7 @@ Every error names the file and the key (``sweep.options[1].set``) or the flag (`
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -180,13 +181,13 @@ def settings_from(options: object, vary: Mapping[str, list[Any]], source: str,
         if search and key.startswith("parallelism.") and name in LAYOUT_KEYS:
             raise SpecError("--vary", f"{key} is a layout axis of the search: restrict it with "
                             f"--search {name}=... (or use --layouts fixed)")
-    out = [Setting(option=name, overrides=(*own, *extra), columns=(*own_cols, *extra_cols))
-           for name, own, own_cols in _options(options, source)
-           for extra, extra_cols in _product(axes)]
-    if len(out) > MAX_SETTINGS:
-        raise SpecError("sweep", f"{len(out)} settings (options x varied values); at most "
-                        f"{MAX_SETTINGS}", source)
-    return tuple(out)
+    opts = _options(options, source)
+    count = len(opts) * math.prod(len(values) for values in axes.values())
+    if count > MAX_SETTINGS:  # counted before any is built
+        raise SpecError("sweep", f"{count:,} settings (options x varied values); at most "
+                        f"{MAX_SETTINGS:,}", source)
+    return tuple(Setting(option=name, overrides=(*own, *extra), columns=(*own_cols, *extra_cols))
+                 for name, own, own_cols in opts for extra, extra_cols in _product(axes))
 
 
 def _product(axes: Mapping[str, list[Any]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -49,3 +50,20 @@ def test_shapes_are_distinct_and_cover_their_rows(spec: list[tuple[str, int, str
         assert all(j > best for j in others)  # the best-ranked row represents its shape
         assert all((shape_text(rows[j]), rows[j]["step_time_s"]) == texts[[i for i, _ in shapes]
                    .index(best)] for j in others)
+
+
+def test_a_million_settings_are_refused_before_any_is_built(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24 item 5: 1,000 x 1,000 varied values are counted (options x values) and refused
+    before a single setting is built (before, all of them were built first: minutes, gigabytes)."""
+    from simcluster.errors import SpecError
+    from simcluster.sweep import config
+
+    values = list(range(1, 1001))
+    with monkeypatch.context() as patched:
+        patched.setattr(config, "_product", lambda axes: pytest.fail("settings were built"))
+        with pytest.raises(SpecError, match=r"1,000,000 settings"):
+            config.settings_from(None, {"checkpoint.interval_min": values,
+                                        "training.tokens": values}, "f.yaml")
+    assert len(config.settings_from(None, {"training.tokens": values[:10]}, "f.yaml")) == 10
+    assert config.MAX_SETTINGS == 10_000
