@@ -95,6 +95,11 @@ def unknown(kind: str, name: str, key: str) -> SpecError:
                      f"see 'simcluster catalog {kind}'")
 
 
+#: Largest YAML file read: shipped scenarios and topologies are 1-10 kB, so 4 MiB is far above any
+#: real file and far below what would take the parser seconds (a 23 MB file took 57 s).
+MAX_FILE_BYTES = 4 << 20
+
+
 def load_yaml_file(path: Path) -> dict[str, Any]:
     """Read a YAML mapping; ``SpecError`` naming the file for unreadable or non-mapping content.
 
@@ -105,6 +110,9 @@ def load_yaml_file(path: Path) -> dict[str, Any]:
         stat = path.stat()
     except OSError as err:
         raise SpecError("", f"cannot read: {err.strerror}", str(path)) from None
+    if stat.st_size > MAX_FILE_BYTES:  # refused before it is read or parsed
+        raise SpecError("", f"{stat.st_size:,} bytes; a scenario or topology file is at most "
+                        f"{MAX_FILE_BYTES:,} bytes (the largest shipped is a few kB)", str(path))
     copied: dict[str, Any] = deep_copy(_parsed_file(str(path), stat.st_mtime_ns, stat.st_size))
     return copied
 

@@ -157,3 +157,17 @@ def test_run_with_the_issue_11_global_batch_ends_and_matches_the_closed_form(
     assert steps[()] == pytest.approx(steps[("--fast",)], rel=0.02)
     assert main(["run", DEFAULT, "--set", "parallelism.global_batch=1e40"]) == 2
     assert "parallelism.global_batch" in capsys.readouterr().err
+
+
+def test_a_file_over_the_size_limit_is_refused_before_parsing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24 item 5: a 23 MB YAML took 57 s and 1.15 GB before; now one line at once."""
+    from simcluster.catalog import MAX_FILE_BYTES
+
+    big = tmp_path / "big.yaml"
+    big.write_text("name: x\n# " + "a" * MAX_FILE_BYTES + "\n")
+    code, _, err = _run(capsys, "run", str(big))
+    assert code == 2
+    assert err.strip() == (f"simcluster: error: {big}: {big.stat().st_size:,} bytes; a scenario or "
+                           f"topology file is at most {MAX_FILE_BYTES:,} bytes (the largest "
+                           "shipped is a few kB)")
