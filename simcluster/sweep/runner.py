@@ -22,10 +22,14 @@ its key and file); KeyboardInterrupt cancels pending chunks, stops the workers a
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
+import os
+import signal
+import sys
 from collections.abc import Generator, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from contextlib import closing
+from contextlib import closing, suppress
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -37,6 +41,8 @@ from simcluster.sweep.store import ResultStore
 __all__ = ["BACKENDS", "MAX_JOBS", "Chunk", "ChunkTask", "Row", "run_chunk", "run_chunks"]
 
 MAX_JOBS = 256
+#: ``prctl`` option: the signal a process gets when its parent dies (linux/prctl.h).
+PR_SET_PDEATHSIG = 1
 BACKENDS = ("local", "ray")
 IN_FLIGHT_PER_JOB = 2  # chunks submitted per worker: one running, one queued (bounded memory)
 
@@ -139,6 +145,18 @@ def _backend_results(task: ChunkTask, pending: list[Chunk], jobs: int, backend: 
     return pool_results(task, pending, jobs)
 
 
+def die_with_parent(parent: int) -> None:
+    """Worker initializer: the kernel kills this worker when the sweep process dies, however it
+    dies (Linux ``prctl(PR_SET_PDEATHSIG, SIGKILL)``), so a SIGKILLed sweep leaves no worker
+    blocked on its queue; a worker whose parent is already gone exits at once. Elsewhere only the
+    second check applies."""
+    if sys.platform.startswith("linux"):
+        with suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
 def _no_results() -> ChunkResults:
     yield from ()
 
@@ -146,7 +164,8 @@ def _no_results() -> ChunkResults:
 def pool_results(task: ChunkTask, chunks: Sequence[Chunk], jobs: int) -> ChunkResults:
     """``(chunk, rows)`` as chunks finish in ``jobs`` spawned worker processes."""
     context = multiprocessing.get_context("spawn")
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(chunks)), mp_context=context)
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(chunks)), mp_context=context,
+                               initializer=die_with_parent, initargs=(os.getpid(),))
     flying: dict[Future[list[Row]], Chunk] = {}
     queue = iter(chunks)
     try:

@@ -66,3 +66,48 @@ def test_killed_sweep_resumes_to_the_same_table(tmp_path: Path) -> None:
     assert (out / "results.csv").read_bytes() == (whole / "results.csv").read_bytes()
     assert all((out / "parts" / n).stat().st_mtime_ns == t for n, t in times.items()), \
         "a stored chunk was computed again"
+
+
+def _children(pid: int) -> set[int]:
+    """Process ids whose parent is ``pid`` (from /proc)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    """Running (not gone, not a zombie waiting to be reaped)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+def test_no_worker_outlives_its_sweep(tmp_path: Path, sig: signal.Signals) -> None:
+    """Issue 24 item 5: SIGKILL (or SIGINT) to a background ``sweep -j 2`` alone, not its group,
+    leaves no process behind: the workers die with their parent (PR_SET_PDEATHSIG)."""
+    cmd = [SIMCLUSTER, "sweep", TEN_B, "-j", "2", "--quiet", "--out", str(tmp_path / "s")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(workers := _children(proc.pid)) < 2:
+        assert proc.poll() is None, "the sweep ended before its workers started"
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    time.sleep(0.5)  # the workers are past their initializer
+    workers = _children(proc.pid)
+    os.kill(proc.pid, sig)
+    proc.wait(timeout=30)
+    deadline = time.monotonic() + 15
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [w for w in workers if _alive(w)]

@@ -192,7 +192,7 @@ class _ImmediateExecutor:
 
     submitted = 0
 
-    def __init__(self, max_workers: int, mp_context: Any) -> None: ...
+    def __init__(self, max_workers: int, mp_context: Any, **kwargs: Any) -> None: ...
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
         future: Future[Any] = Future()
