@@ -10,6 +10,7 @@ effective numbers the formulas take.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cache
@@ -115,11 +116,19 @@ class LinkClass:
     protocols: tuple[ProtocolFit, ...]
     nvls: ProtocolFit | None
     source: str
+    link_latency_s: float = 0.0
 
-    def at(self, line_Bps: float, nvls: bool = True) -> LinkCost:
-        """Effective numbers at per-rank line rate ``line_Bps``; NVLS only when ``nvls``."""
+    def at(self, line_Bps: float, nvls: bool = True, latency_s: float | None = None) -> LinkCost:
+        """Effective numbers at per-rank line rate ``line_Bps``; NVLS only when ``nvls``. A link
+        of ``latency_s`` (the topology's) moves every step, and NVLS's per-call latency, by its
+        difference from the class's ``link_latency_s``, not below zero."""
+        shift = 0.0 if latency_s is None else latency_s - self.link_latency_s
         switch = self.nvls.at(line_Bps) if (nvls and self.nvls is not None) else None
-        return LinkCost(self.name, line_Bps, tuple(p.at(line_Bps) for p in self.protocols), switch)
+        if switch is not None:  # NVLS crosses the link to the switch and back once per call
+            switch = dataclasses.replace(switch, alpha_s=max(0.0, switch.alpha_s + shift))
+        protocols = tuple(dataclasses.replace(c, step_s=max(0.0, c.step_s + shift))
+                          for c in (p.at(line_Bps) for p in self.protocols))
+        return LinkCost(self.name, line_Bps, protocols, switch)
 
 
 def _fit(key: str, protocol: str, raw: Any, step_s: float) -> ProtocolFit:
@@ -145,9 +154,13 @@ def parse_class(name: str, raw: dict[str, Any]) -> LinkClass:
     fits = tuple(_fit(f"{key}.protocols.{p}", p, protos[p], units.to_si(float(steps[p]), "us"))
                  for p in PROTOCOLS)
     nvls = _fit(f"{key}.nvls", "NVLS", raw["nvls"], 0.0) if raw.get("nvls") else None
+    if not isinstance(raw.get("link_latency_us"), (int, float)) or raw["link_latency_us"] < 0:
+        raise SpecError(f"{key}.link_latency_us", "expected the link latency in us (>= 0) the "
+                        "class's steps assume")
     return LinkClass(name, str(raw["layer"]), tuple(str(k) for k in raw.get("kinds", ())),
                      units.to_si(float(raw["line_GBps"]), "GBps"), fits, nvls,
-                     str(raw.get("source", "")))
+                     str(raw.get("source", "")),
+                     units.to_si(float(raw["link_latency_us"]), "us"))
 
 
 @cache

@@ -109,18 +109,22 @@ def intra_cost(topo: TopologySpec, local: list[int]) -> LinkCost:
     """Effective intra-node numbers for the group members ``local`` (local GPU indices)."""
     up = topo.scale_up
     if up.kind in ("nvswitch", "nvl-domain"):
-        return match_class("scale_up", up.kind, up.bandwidth_Bps).at(up.bandwidth_Bps, up.nvls)
+        return match_class("scale_up", up.kind, up.bandwidth_Bps).at(up.bandwidth_Bps, up.nvls,
+                                                                     up.latency_s)
     if up.kind == "nvlink-bridge" and _bridged(topo, local):
-        return match_class("scale_up", up.kind, up.bandwidth_Bps).at(up.bandwidth_Bps, False)
+        return match_class("scale_up", up.kind, up.bandwidth_Bps).at(up.bandwidth_Bps, False,
+                                                                     up.latency_s)
     line = pcie_path_Bps(topo, local)
-    return match_class("scale_up", "pcie", topo.host.pcie_Bps).at(line, False)
+    latency = up.latency_s if up.kind == "pcie" else None  # a bridge's latency is not PCIe's
+    return match_class("scale_up", "pcie", topo.host.pcie_Bps).at(line, False, latency)
 
 
 def inter_cost(topo: TopologySpec) -> LinkCost:
     """Effective inter-node numbers per rank (one NIC share each)."""
     if topo.scale_out.nics_per_node < 1:
         raise SpecError("scale_out.nics_per_node", "a group spanning nodes needs at least one NIC")
-    return match_class("scale_out", "nic", topo.scale_out.nic_Bps).at(nic_share_Bps(topo), False)
+    return match_class("scale_out", "nic", topo.scale_out.nic_Bps).at(
+        nic_share_Bps(topo), False, topo.scale_out.latency_s)
 
 
 def comm_group(topo: TopologySpec, size: int, stride: int) -> CommGroup:

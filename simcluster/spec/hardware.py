@@ -225,7 +225,10 @@ class ScaleUpSpec:
 
     kind: str = spec_field(choices=SCALE_UP_KINDS)
     bandwidth_Bps: float = spec_field(unit="GBps", gt=0, doc="per GPU (per bridge), per direction")
-    latency_s: float = spec_field(2e-6, unit="us", ge=0)
+    latency_s: float = spec_field(
+        2e-6, unit="us", ge=0, doc="one GPU-to-GPU hop: the flow engine's path latency, and in the "
+        "collective model every algorithm step moves by its difference from the calibration "
+        "class's link_latency_us (docs/collectives.md)")
     nvls: bool = spec_field(False, doc="NVLink SHARP (in-switch reduction)")
     domain_gpus: int = spec_field(0, ge=0, le=MAX_DOMAIN_GPUS, doc="nvl-domain: GPUs in one NVLink domain")
     bridge_gpus: int = spec_field(2, ge=2, le=MAX_GPUS_PER_NODE,
@@ -257,7 +260,10 @@ class ScaleOutSpec:
     nic_Bps: float = spec_field(12.5e9, unit="Gbps", gt=0, doc="per NIC, per direction")
     fabric: str = spec_field("fat-tree", choices=FABRICS)
     oversubscription: float = spec_field(1.0, ge=1.0, doc="leaf downlink / uplink bandwidth")
-    latency_s: float = spec_field(5e-6, unit="us", ge=0)
+    latency_s: float = spec_field(
+        5e-6, unit="us", ge=0, doc="NIC to NIC: the flow engine's path latency, and in the "
+        "collective model every inter-node step moves by its difference from the calibration "
+        "class's link_latency_us (docs/collectives.md)")
     switch_radix: int = spec_field(64, ge=2, le=MAX_SWITCH_RADIX)
 
 
