@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simcluster import units
@@ -135,11 +136,25 @@ def _rekeyed(err: SpecError) -> SpecError:
     return SpecError("--algo", err.message) if err.key == "collective.algo" else err
 
 
+#: Figure formats ``--plot`` writes (matplotlib's raster and vector formats people open).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".webp", ".eps", ".tif", ".tiff")
+
+
+def check_plot_path(path: str) -> None:
+    """``SpecError`` unless ``path`` ends in a figure format (checked before anything runs)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in PLOT_SUFFIXES:
+        raise SpecError("--plot", f"{path}: expected a figure file ending in "
+                        f"{', '.join(PLOT_SUFFIXES)}, got {suffix or 'no suffix'!r}")
+
+
 def run_collective(args: argparse.Namespace) -> int:
     """Handler of ``simcluster collective``; returns the exit status."""
     from simcluster.report.collective import plot_busbw, row
     from simcluster.spec.loader import load_topology
 
+    if args.plot:
+        check_plot_path(args.plot)
     topo = load_topology(args.topology)
     sizes = parse_sizes(args.bytes)
     gpus = _check(args, topo)

@@ -29,8 +29,8 @@ def run_text(d: dict[str, Any]) -> str:
         head.append("contention      " + ", ".join(f"{k} x{f:.2f}" for k, f in slowed.items())
                     + " (Tier B: traffic sharing links)")
     if d["time_to_train_days"] is not None:
-        head.append(f"time to train   {d['time_to_train_days']:.2f} days   "
-                    f"{d['gpu_hours']:,.0f} GPU-hours{_cost_text(d)}")
+        head.append(f"time to train   {_big(d['time_to_train_days'], '{:.2f}')} days   "
+                    f"{_big(d['gpu_hours'], '{:,.0f}')} GPU-hours{_cost_text(d)}")
     if d["goodput"] is not None:
         head.append(f"with failures   goodput {d['goodput']:.1%}, expected "
                     f"{d['expected_time_to_train_days']:.2f} days to train "
@@ -42,14 +42,20 @@ def run_text(d: dict[str, Any]) -> str:
     return "\n".join([*head, "", table])
 
 
+def _big(value: float, fmt: str) -> str:
+    """``fmt`` of ``value``, or ``1.23e+45`` above a trillion (a 300-digit day count says
+    nothing more)."""
+    return f"{value:.3g}" if abs(value) >= 1e12 else fmt.format(value)
+
+
 def _cost_text(d: dict[str, Any]) -> str:
     """The cost after the GPU-hours; buying also shows the capital paid up front."""
     if d["cost_usd"] is None:
         return ""
     if d.get("capital_usd") is None:
-        return f"   ${d['cost_usd']:,.0f}"
-    return (f"   ${d['cost_usd']:,.0f} (amortised + energy; capital ${d['capital_usd']:,.0f} up "
-            "front)")
+        return f"   ${_big(d['cost_usd'], '{:,.0f}')}"
+    return (f"   ${_big(d['cost_usd'], '{:,.0f}')} (amortised + energy; capital "
+            f"${_big(d['capital_usd'], '{:,.0f}')} up front)")
 
 
 def _does_not_fit_line(d: dict[str, Any]) -> str:

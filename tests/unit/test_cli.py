@@ -171,3 +171,12 @@ def test_a_file_over_the_size_limit_is_refused_before_parsing(
     assert err.strip() == (f"simcluster: error: {big}: {big.stat().st_size:,} bytes; a scenario or "
                            f"topology file is at most {MAX_FILE_BYTES:,} bytes (the largest "
                            "shipped is a few kB)")
+
+
+def test_an_absurd_token_count_prints_a_readable_number(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24 item 8: training.tokens=1e300 printed a 300-digit day count."""
+    code, out, _ = _run(capsys, "run", DEFAULT, "--fast", "--set", "training.tokens=1e300")
+    assert code == 0
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("time to train")]
+    assert len(line) < 120
+    assert "e+" in line

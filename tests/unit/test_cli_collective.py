@@ -135,3 +135,12 @@ def test_tier_b_runs_at_its_limit_and_tier_a_beyond_it(capsys: pytest.CaptureFix
                         "--json")
     assert code == 0
     assert json.loads(out)["gpus"] == 800_000
+
+
+def test_a_plot_file_that_is_not_a_figure_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24 item 8: ``--plot x.txt`` was a matplotlib traceback; now refused before running."""
+    assert cli.main(["collective", "--topology", "dgx-a100-80gb", "--nodes", "1", "--op",
+                 "all_reduce", "--bytes", "1K", "--plot", "x.txt"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("simcluster: error: --plot: x.txt: expected a figure file ending in .png")
+    assert err.count("\n") == 1
