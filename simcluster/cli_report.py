@@ -69,10 +69,21 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sweep_page(directory: Path) -> str:
-    from simcluster.report.html_sweep import read_results, sweep_page
+#: Results files above this size take seconds to read and draw: say so on stderr.
+PROGRESS_BYTES = 10 << 20
 
+
+def _sweep_page(directory: Path) -> str:
+    from simcluster.report.html_sweep import CSV_NAME, PARQUET_NAME, read_results, sweep_page
+
+    files = [directory / name for name in (CSV_NAME, PARQUET_NAME)]
+    large = any(f.is_file() and f.stat().st_size > PROGRESS_BYTES for f in files)
+    if large:  # seconds of silence otherwise (565k rows: 15 s)
+        print(f"simcluster report: reading the sweep's results in {directory}", file=sys.stderr)
     rows, path = read_results(directory)
+    if large:
+        print(f"simcluster report: {len(rows):,} rows read from {path.name}; drawing the page",
+              file=sys.stderr)
     return sweep_page(rows, path)
 
 

@@ -216,3 +216,19 @@ def test_parquet_only_directory_gives_the_same_page(
         return html.split('<section id="top">')[1]
 
     assert body(from_parquet) == body(from_csv)
+
+
+def test_a_large_sweep_says_what_it_reads(sweep_dir: Path, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str],
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24 item 5: reading and drawing a large sweep took seconds in silence; above
+    ``PROGRESS_BYTES`` two lines on stderr say what happens (here the limit is lowered to 0)."""
+    from simcluster import cli_report
+
+    monkeypatch.setattr(cli_report, "PROGRESS_BYTES", 0)
+    assert main(["report", str(sweep_dir), "-o", str(tmp_path / "r")]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == f"simcluster report: reading the sweep's results in {sweep_dir}"
+    assert err[1].startswith("simcluster report: ")
+    assert err[1].endswith(" rows read from results.parquet; drawing the page") or \
+        err[1].endswith(" rows read from results.csv; drawing the page")
