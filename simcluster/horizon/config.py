@@ -189,7 +189,7 @@ def _with_shape(c: FailureClass, shape: float | None) -> FailureClass:
 def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float,
                     snapshot_default_s: float = 1.0) -> CheckpointPlan:
     """Checkpoint timings: size = bytes_per_param x params; write/read at the storage bandwidth;
-    the snapshot ``ck.snapshot_s``, else ``snapshot_default_s`` (:func:`snapshot_s`).
+    the snapshot ``ck.snapshot_s``, else ``snapshot_default_s`` (:func:`default_snapshot_s`).
 
     The interval is rounded to whole steps (at least one).
     """
@@ -210,7 +210,7 @@ def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float,
         peer_copy=bool(ck.peer_copy), size_bytes=size, write_s=write_s)
 
 
-def snapshot_s(scenario: Scenario, params: float) -> float:
+def default_snapshot_s(scenario: Scenario, params: float) -> float:
     """The device-to-host snapshot of the scenario's largest per-GPU checkpoint shard over the
     topology's host link (:func:`simcluster.perf.reliability.snapshot_time_s`)."""
     ck, par = scenario.checkpoint, scenario.parallelism
@@ -271,5 +271,5 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
         repair_median_s=float(rel.repair_median_s),
         repair_sigma=float(rel.repair_sigma),
         elastic=bool(rel.elastic), dp=par.dp, nodes_per_replica=per_replica,
-        checkpoint=checkpoint_plan(ck, params, step_s, snapshot_s(scenario, params)),
+        checkpoint=checkpoint_plan(ck, params, step_s, default_snapshot_s(scenario, params)),
         stragglers=straggler_plan(rel), infant_mortality=bool(rel.infant_mortality))

@@ -39,12 +39,6 @@ def coverage() -> tuple[dict[str, Any], ...]:
     return tuple(catalog.load_packaged("validation")["settings"])
 
 
-def citations() -> dict[str, str]:
-    """Source name -> citation."""
-    sources = catalog.load_packaged("validation")["sources"]
-    return {name: entry["citation"] for name, entry in sources.items()}
-
-
 def _sources(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"source": e["source"], "rows": e["rows"], "median_abs_error": e["median_abs_error"],
              "p90_abs_error": e["p90_abs_error"], "mean_error": e["mean_error"]} for e in entries]
@@ -74,9 +68,7 @@ def gemm_basis(acc: AcceleratorSpec, precision: str) -> str:
 def validation_block(s: Scenario) -> dict[str, Any]:
     """The ``validation`` output field: status, setting, sources and their errors, the nearest
     validated setting when this one is not, and what the GEMM rate rests on."""
-    key = setting(s)
-    return _block(tuple(key[k] for k in (*KEYS, "arch")),
-                  gemm_basis(s.cluster.topology.accelerator, s.precision))
+    return block_for(setting(s), gemm_basis(s.cluster.topology.accelerator, s.precision))
 
 
 def block_for(key: dict[str, str], gemm: str) -> dict[str, Any]:

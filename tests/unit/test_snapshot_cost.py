@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simcluster.horizon.config import horizon_config, snapshot_s
+from simcluster.horizon.config import default_snapshot_s, horizon_config
 from simcluster.perf.params import count_params
 from simcluster.perf.reliability import (
     PINNED_COPY_EFFICIENCY,
@@ -52,7 +52,7 @@ def test_the_default_snapshot_is_the_shard_over_the_host_link() -> None:
     shard = checkpoint_bytes_per_gpu(params, par.tp * par.pp * par.cp, par.dp, par.zero_stage,
                                      s.checkpoint.bytes_per_param)
     expected = snapshot_time_s(shard, host.pcie_Bps, host.gpus_per_pcie_switch)
-    assert snapshot_s(s, params) == pytest.approx(expected)
+    assert default_snapshot_s(s, params) == pytest.approx(expected)
     cfg = horizon_config(s, 1.0)
     assert cfg.checkpoint.blocking_s == pytest.approx(expected)
 
