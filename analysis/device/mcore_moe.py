@@ -21,6 +21,7 @@ import argparse
 import csv
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -44,7 +45,8 @@ def init(cpu: bool) -> None:
         model_parallel_cuda_manual_seed(1234)
 
 
-def build(experts: int, top_k: int, cpu: bool) -> torch.nn.Module:
+def patch_moe_utils() -> None:
+    """megatron-core 0.16.1 tests these Transformer Engine names without defining them."""
     from megatron.core.transformer.moe import moe_utils
 
     for name in ("te_general_gemm", "fused_permute", "fused_unpermute", "fused_permute_with_probs",
@@ -53,6 +55,10 @@ def build(experts: int, top_k: int, cpu: bool) -> torch.nn.Module:
                  "fused_moe_aux_loss"):
         if not hasattr(moe_utils, name):  # 0.16.1 tests these names without Transformer Engine
             setattr(moe_utils, name, None)
+
+
+def build(experts: int, top_k: int, cpu: bool) -> torch.nn.Module:
+    patch_moe_utils()
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
     from megatron.core.transformer.spec_utils import build_module
     from megatron.core.transformer.transformer_config import TransformerConfig
@@ -89,6 +95,11 @@ def measure(layer: torch.nn.Module, tokens: int, cpu: bool) -> dict[str, float]:
         out, _ = layer(x)
         out.backward(grad)
 
+    return time_step(step, cpu)
+
+
+def time_step(step: Callable[[], None], cpu: bool) -> dict[str, float]:
+    """Host issue time, wall time (ms) and kernels of one call of ``step``, after 3 warm-ups."""
     for _ in range(3):
         step()
     _sync(cpu)

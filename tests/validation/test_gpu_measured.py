@@ -262,3 +262,52 @@ def test_allocator_fragmentation(row: dict[str, str]) -> None:
         assert 0.10 <= f <= 0.20, f"{f:.3f}"
     else:
         assert f < 0.10, f"{f:.3f}"
+
+
+MCORE_LAYER = hm.rows("h100", "mcore_layer")
+
+
+def _mcore(kind: str) -> list[dict[str, str]]:
+    return [r for r in MCORE_LAYER if r["kind"] == kind]
+
+
+def test_grouped_moe_kernels_do_not_grow_with_experts() -> None:
+    """With grouped expert GEMMs (the legacy ``GroupedMLP`` on ``torch._grouped_mm``), Megatron-Core
+    0.16.1's MoE layer launches 104-111 kernels per forward+backward at 8 to 128 local experts and
+    1k to 16k tokens, where ``SequentialMLP`` adds 17 per local expert (H100,
+    ``analysis/device/mcore_layer.py``)."""
+    kernels = [int(r["kernels_fwd_bwd"]) for r in _mcore("moe")]
+    assert len(kernels) == 12
+    assert 100 <= min(kernels) and max(kernels) <= 115
+    slope, _ = hm.mcore_moe_kernel_fit()
+    assert max(kernels) < 90 + slope * 8  # fewer than the sequential layer's smallest share
+
+
+@pytest.mark.parametrize("row", _mcore("moe"), ids=lambda r: f"{r['local_experts']}x{r['tokens']}")
+def test_grouped_moe_layer_is_host_bound(row: dict[str, str]) -> None:
+    """Every grouped point ends when the host has issued it (wall within 6% of the issue time):
+    55-90 us per kernel, 6-9 ms per forward+backward, with 8 to 128 local experts alike, except the
+    whole 128-expert top-8 layer at 16k tokens, whose GPU work (14.4 ms) the host waits for at the
+    dispatcher's copy of the expert counts."""
+    host, wall = float(row["host_fwd_bwd_ms"]), float(row["wall_fwd_bwd_ms"])
+    assert wall == pytest.approx(host, rel=0.06)
+    if (row["local_experts"], row["tokens"]) == ("128", "16384"):
+        assert wall > 12.0
+        return
+    assert 55.0 <= host / int(row["kernels_fwd_bwd"]) * 1e3 <= 90.0
+    assert 5.5 <= host <= 9.5
+
+
+def test_megatron_core_python_costs_several_dispatches_per_kernel() -> None:
+    """The same host issues a bare in-place ``add_`` in 10.6 us; Megatron-Core's layers take 40 us
+    (a dense Llama 3 8B layer at 1k tokens, host-bound) to 52 us (a whole Qwen3-30B-A3B layer)
+    per kernel: its Python, autograd and the module hooks, not the launch, set the floor."""
+    (tiny,) = _mcore("tiny_add")
+    floor_us = float(tiny["host_fwd_bwd_ms"]) * 1e3
+    assert 5.0 <= floor_us <= 15.0
+    for kind in ("layer_dense", "layer_moe"):
+        row = next(r for r in _mcore(kind) if r["tokens"] == "1024")
+        per_kernel = float(row["host_fwd_bwd_ms"]) / int(row["kernels_fwd_bwd"]) * 1e3
+        assert 3.0 * floor_us <= per_kernel <= 6.0 * floor_us
+        assert float(row["wall_fwd_bwd_ms"]) == pytest.approx(float(row["host_fwd_bwd_ms"]),
+                                                              rel=0.01)
