@@ -16,6 +16,7 @@ from simcluster.cli_args import MAX_JOBS, add_scenario, job_count, non_negative_
 from simcluster.errors import SpecError
 from simcluster.report.reliability import optimum_text, summary_text, sweep_text
 from simcluster.run.single import CONTENTION_MODES, engine_step
+from simcluster.run.straggler import resolve_straggler
 from simcluster.spec.loader import load_scenario
 from simcluster.spec.scenario import Scenario
 
@@ -119,6 +120,7 @@ def _evaluate(args: argparse.Namespace, scenario: Scenario, step_engine: str, lo
 
     check_replicas(args.replicas)
     step_s = engine_step(scenario, args.contention, step_engine)[0].iteration_time_s
+    scenario = resolve_straggler(scenario, args.contention, step_engine, step_s)
     _check_up_front(args, scenario, step_s, loop)
     common: dict[str, Any] = {"replicas": args.replicas, "seed": args.seed,
                               "step_time_s": step_s, "engine": loop, "jobs": args.jobs}

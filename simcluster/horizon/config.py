@@ -222,11 +222,20 @@ def default_snapshot_s(scenario: Scenario, params: float) -> float:
 
 
 def straggler_plan(rel: ReliabilitySpec) -> StragglerPlan:
-    """Fail-slow episodes (off unless ``stragglers_per_node_day`` > 0)."""
+    """Fail-slow episodes (off unless ``stragglers_per_node_day`` > 0).
+
+    ``straggler_slowdown`` null is the step engine's answer, which the run layer writes into the
+    scenario before the horizon sees it (:func:`simcluster.run.straggler.resolve_straggler`)."""
     detect = rel.straggler_detect_s
+    rate = float(rel.stragglers_per_node_day)
+    slowdown = rel.straggler_slowdown
+    if slowdown is None and rate > 0.0:
+        raise SpecError("reliability.straggler_slowdown", "null (the step engine's answer for "
+                        "straggler_degrades) must be resolved first: simcluster.run.straggler."
+                        "resolve_straggler(scenario), or give a number")
     return StragglerPlan(
-        rate_per_node_s=float(rel.stragglers_per_node_day) / DAY_S,
-        slowdown=float(rel.straggler_slowdown),
+        rate_per_node_s=rate / DAY_S,
+        slowdown=1.0 if slowdown is None else float(slowdown),
         median_s=float(rel.straggler_median_s),
         sigma=float(rel.straggler_sigma),
         detect_s=math.inf if detect is None else float(detect))

@@ -87,7 +87,8 @@ def simulate_config(cfg: HorizonConfig, replicas: int = 100, seed: int = 0, engi
         work_s=cfg.work_s, interval_s=cfg.checkpoint.interval_s, engine=engine,
         young_interval_s=young, daly_interval_s=daly, checkpoint_bytes=cfg.checkpoint.size_bytes,
         checkpoint_blocking_s=cfg.checkpoint.blocking_s, step_time_s=cfg.step_s,
-        step_engine=step_engine)
+        step_engine=step_engine, straggler_slowdown=(
+            cfg.stragglers.slowdown if cfg.stragglers.rate_per_node_s > 0 else None))
 
 
 def step_and_engine(scenario: Scenario, step_time_s: float | None, step_engine: str | None

@@ -73,6 +73,7 @@ class ReliabilityResult:
     checkpoint_blocking_s: float = math.nan
     step_time_s: float = math.nan
     step_engine: str = "given"
+    straggler_slowdown: float | None = None  # step-time multiplier of an episode (None: none)
 
     def column(self, name: str) -> np.ndarray:
         """One per-replica quantity as an array (``goodput``, ``elapsed_s``, ``useful_s``...)."""
@@ -136,6 +137,7 @@ class ReliabilityResult:
             "checkpoint_blocking_s": finite_or_none(self.checkpoint_blocking_s),
             "young_interval_min": finite_or_none(self.young_interval_s / 60.0),
             "daly_interval_min": finite_or_none(self.daly_interval_s / 60.0),
+            "straggler_slowdown": self.straggler_slowdown,
         }
 
 

@@ -51,6 +51,8 @@ def summary_text(name: str, d: dict[str, Any]) -> str:
         f"{d['checkpoint_size_tb']:.3g} TB{_blocking(d)}; Young {_minutes(d['young_interval_min'])}, "
         f"Daly {_minutes(d['daly_interval_min'])}",
     ]
+    if d.get("straggler_slowdown") is not None:
+        head.append(f"stragglers      each episode slows the step x{d['straggler_slowdown']:.4g}")
     if ttt is not None:
         head.append("time to train   " + _spread(ttt, "{:.2f}") + " days")
     if d.get("goodput_percentiles"):

@@ -136,7 +136,9 @@ def simulate(scenario: Scenario, contention: str = "auto", reliability_replicas:
     horizon = None
     if s.reliability is not None and s.training.tokens is not None:
         from simcluster.horizon import simulate_reliability
+        from simcluster.run.straggler import resolve_straggler
 
+        s = resolve_straggler(s, contention, engine, step.iteration_time_s)
         horizon = simulate_reliability(s, reliability_replicas, step_time_s=step.iteration_time_s,
                                        step_engine=engine).to_dict()
     return RunResult(scenario, step, memory, engine=engine, contention=factors, reliability=horizon)

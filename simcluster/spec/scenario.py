@@ -165,6 +165,21 @@ class FailureClassSpec:
         doc="per-class override of reliability.weibull_shape")
 
 
+#: What a fail-slow episode degrades on the node it hits (``reliability.straggler_degrades.what``).
+STRAGGLER_KINDS = ("gpu", "node", "scale_out", "scale_up")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StragglerDegradeSpec:
+    """What one fail-slow episode degrades on the node it hits: one GPU's compute (``gpu``), every
+    GPU of the node (``node``), the node's NICs (``scale_out``) or its NVLink (``scale_up``), to
+    ``factor`` of nominal. The step engine prices it (``simcluster.run.straggler``)."""
+
+    what: str = spec_field("scale_out", choices=STRAGGLER_KINDS)
+    factor: float = spec_field(0.5, gt=0, le=1, doc="speed or bandwidth over nominal (0.5: a port "
+                                                    "that negotiated 800G down to 400G)")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReliabilitySpec:
     """Failures, recovery and spares (reference/failures.md; refined by the reliability engine)."""
@@ -199,8 +214,12 @@ class ReliabilitySpec:
     repair_sigma: float = spec_field(1.0, ge=0, doc="lognormal sigma of the repair time")
     elastic: bool = spec_field(False, doc="continue with fewer DP replicas while waiting for nodes")
     stragglers_per_node_day: float = spec_field(0.0, ge=0, doc="fail-slow episodes per node-day")
-    straggler_slowdown: float = spec_field(2.0, ge=1, doc="step-time multiplier during an episode "
-                                                          "(e.g. 2 for a comm-bound step on 800G->400G)")
+    straggler_degrades: StragglerDegradeSpec = spec_field(
+        StragglerDegradeSpec(), doc="what an episode degrades on its node; the step engine's time "
+        "with that degradation over the nominal step is the slowdown")
+    straggler_slowdown: float | None = spec_field(
+        None, ge=1, doc="step-time multiplier during an episode; null: the step engine's answer for "
+        "straggler_degrades (the same engine as the nominal step)")
     straggler_median_s: float = spec_field(1440.0, unit="s", gt=0,
                                            doc="median episode length (lognormal; GREYHOUND ~24 min)")
     straggler_sigma: float = spec_field(1.0, ge=0, doc="lognormal sigma of the episode length")

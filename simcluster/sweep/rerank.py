@@ -77,11 +77,13 @@ class GoodputTask:
              step_s: float) -> Row:
         from simcluster.horizon import simulate_reliability
         from simcluster.horizon.optimize import optimize_interval
+        from simcluster.run.straggler import resolve_straggler
 
         s = _scenario(self.analytical, index, dict(layout))
         if s.reliability is None or s.training.tokens is None:
             raise SpecError("sweep.goodput", "needs the scenario's reliability section and "
                             "training.tokens (the reliability engine simulates the whole run)")
+        s = resolve_straggler(s)  # the closed forms price the episode (nominal and degraded)
         fixed = dict(self.analytical.settings[index].columns).get(INTERVAL_KEY)
         if fixed is None:
             best = optimize_interval(s, self.replicas, step_time_s=step_s)
