@@ -24,7 +24,7 @@ Handler = Callable[[argparse.Namespace], int]
 
 #: The ``catalog`` subcommand's kinds (:data:`simcluster.catalog.KINDS`; pinned by a test so the
 #: parser need not import the catalog and its YAML loader).
-CATALOG_KINDS = ("accelerators", "attention", "models", "stacks", "topologies")
+CATALOG_KINDS = ("accelerators", "attention", "models", "reliability", "stacks", "topologies")
 
 
 def version() -> str:
@@ -143,7 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_sweep.add_parser(sub)
     cli_report.add_parser(sub)
     p = sub.add_parser("catalog", help="list the presets (accelerators, attention kernels, models, "
-                       "software stacks, topologies)")
+                       "reliability rates, software stacks, topologies)")
     p.add_argument("kind", nargs="?", choices=CATALOG_KINDS)
     p.set_defaults(handler=_catalog)
     return parser

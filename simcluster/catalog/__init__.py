@@ -19,9 +19,9 @@ import yaml
 from simcluster import yamlio
 from simcluster.errors import SpecError
 
-KINDS = ("accelerators", "attention", "models", "stacks", "topologies")
+KINDS = ("accelerators", "attention", "models", "reliability", "stacks", "topologies")
 _SINGULAR = {"accelerators": "accelerator", "attention": "attention kernel", "models": "model",
-             "stacks": "software-stack", "topologies": "topology"}
+             "reliability": "reliability", "stacks": "software-stack", "topologies": "topology"}
 
 
 @cache

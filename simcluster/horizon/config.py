@@ -161,23 +161,48 @@ def default_classes(rate_per_node_s: float, watchdog_s: float) -> tuple[FailureC
         for name, (count, detect, how, domain, replace, in_memory) in LLAMA3_CLASSES.items())
 
 
-def failure_classes(rel: ReliabilitySpec) -> tuple[FailureClass, ...]:
-    """The scenario's classes (Llama 3 mix when none are given), rates per node per second."""
+def failure_classes(rel: ReliabilitySpec, nodes: int = 1) -> tuple[FailureClass, ...]:
+    """The scenario's classes (Llama 3 mix when none are given), rates per node per second, with
+    the lemon nodes' share folded into the node-replacing classes (:func:`lemon_factor`) and the
+    job-level failures (``job_failures_per_day``) as one more class spread over ``nodes``."""
     rate = rel.failure_rate_per_node_day / DAY_S
     watchdog = float(rel.watchdog_timeout_s)
     shape = rel.weibull_shape if rel.inter_arrival == "weibull" else None
     if not rel.classes:
-        return tuple(_with_shape(c, shape) for c in default_classes(rate, watchdog))
-    out = []
-    for name, spec in rel.classes.items():
-        own_shape = spec.weibull_shape
-        out.append(FailureClass(
-            name=name, rate_per_node_s=rate * spec.share,
-            detect_s=watchdog if spec.detection == "watchdog" else spec.detect_s,
-            domain_nodes=int(spec.domain_nodes), replace=bool(spec.replace),
-            in_memory_restore=bool(spec.in_memory_restore),
-            weibull_shape=own_shape if own_shape is not None else shape))
+        out = [_with_shape(c, shape) for c in default_classes(rate, watchdog)]
+    else:
+        out = []
+        for name, spec in rel.classes.items():
+            own_shape = spec.weibull_shape
+            out.append(FailureClass(
+                name=name, rate_per_node_s=rate * spec.share,
+                detect_s=watchdog if spec.detection == "watchdog" else spec.detect_s,
+                domain_nodes=int(spec.domain_nodes), replace=bool(spec.replace),
+                in_memory_restore=bool(spec.in_memory_restore),
+                weibull_shape=own_shape if own_shape is not None else shape))
+    lemon = lemon_factor(rel)
+    out = [dataclasses.replace(c, rate_per_node_s=c.rate_per_node_s * lemon) if c.replace else c
+           for c in out]
+    if rel.job_failures_per_day > 0.0:
+        if any(c.name == JOB_CLASS for c in out):
+            raise SpecError(f"reliability.classes.{JOB_CLASS}", "is the job-level class of "
+                            "reliability.job_failures_per_day: name the class otherwise")
+        out.append(FailureClass(name=JOB_CLASS, detect_s=JOB_DETECT_S, replace=False,
+                                in_memory_restore=True,
+                                rate_per_node_s=rel.job_failures_per_day / DAY_S / max(1, nodes)))
     return tuple(out)
+
+
+#: The class of job-level failures, and their detection: an error the job reports (as software).
+JOB_CLASS = "job"
+JOB_DETECT_S = 30.0
+
+
+def lemon_factor(rel: ReliabilitySpec) -> float:
+    """How much more often a job's node fails than a healthy node, in expectation over where the
+    job lands: ``1 + f (m - 1)`` for a share ``f`` of lemon nodes failing ``m`` times as often
+    (Kokolis et al. 2024, arXiv 2410.21680: lemon nodes, section 5)."""
+    return 1.0 + float(rel.lemon_fraction) * (float(rel.lemon_multiplier) - 1.0)
 
 
 def _with_shape(c: FailureClass, shape: float | None) -> FailureClass:
@@ -273,7 +298,7 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
     return HorizonConfig(
         nodes=nodes, work_s=work_s(scenario, step_s),
         horizon_s=math.inf if rel.horizon_s is None else rel.horizon_s, step_s=step_s,
-        classes=failure_classes(rel), planned_per_s=rel.planned_per_day / DAY_S,
+        classes=failure_classes(rel, nodes), planned_per_s=rel.planned_per_day / DAY_S,
         maintenance_s=float(rel.maintenance_s), diagnose_s=rel.diagnose_s,
         restart_s=rel.restart_s + float(rel.init_per_node_s) * nodes,
         warmup_s=float(rel.warmup_s), spares=rel.spares, replace_s=rel.replace_s,

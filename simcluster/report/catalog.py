@@ -66,6 +66,26 @@ def stacks_table() -> str:
     return format_table(["stack", "attention", "flags on", "not modelled", "description"], rows)
 
 
+def reliability_table() -> str:
+    """One row per reliability preset: its rates, lemon nodes and the job MTTF they give at 1 and
+    128 nodes (8 and 1,024 GPUs of 8-GPU nodes)."""
+    rows = []
+    for name in catalog.names("reliability"):
+        preset = catalog.entry("reliability", name)
+        keys = preset.get("reliability", {})
+        rate = float(keys.get("failure_rate_per_node_day", 0.0))
+        lemon = 1.0 + float(keys.get("lemon_fraction", 0.0)) * (
+            float(keys.get("lemon_multiplier", 1.0)) - 1.0)
+        per_node = rate * lemon
+        rows.append([name, rate * 1e3, keys.get("lemon_fraction", 0.0),
+                     keys.get("lemon_multiplier", 1.0),
+                     f"{1 / per_node:.1f}" if per_node else "-",
+                     f"{24 / (128 * per_node):.1f}" if per_node else "-",
+                     preset.get("description", "")])
+    return format_table(["preset", "per 1k node-days", "lemons", "lemon x", "MTTF 1 node d",
+                         "MTTF 128 nodes h", "description"], rows)
+
+
 def attention_table() -> str:
     """One row per attention kernel and architecture with a table: forward and backward TFLOP/s
     at head dim 128, causal, 2k and 16k tokens, and whether the loader derived a series."""
@@ -92,4 +112,5 @@ def _tf(value: float | None) -> float | None:
 
 
 TABLES = {"accelerators": accelerators_table, "attention": attention_table,
-          "models": models_table, "stacks": stacks_table, "topologies": topologies_table}
+          "models": models_table, "reliability": reliability_table, "stacks": stacks_table,
+          "topologies": topologies_table}

@@ -82,6 +82,8 @@ def resolve_scenario(raw: dict[str, Any], base: Path) -> dict[str, Any]:
         out["model"] = resolve_preset(out["model"], "models", "model")
     if "execution" in out:
         out["execution"] = resolve_stack(out["execution"])
+    if "reliability" in out:
+        out["reliability"] = resolve_reliability(out["reliability"])
     cluster = out.get("cluster")
     if isinstance(cluster, Mapping) and "topology" in cluster:
         out["cluster"] = {**cluster, "topology": _resolve_topology_ref(cluster["topology"], base)}
@@ -107,6 +109,20 @@ def resolve_stack(value: object) -> object:
         raise SpecError("execution.stack", f"expected a stack preset name, got {name!r}")
     flags = catalog.entry("stacks", name, "execution.stack").get("execution", {})
     return {**flags, **_legacy_flash(mapping, flags)}
+
+
+def resolve_reliability(value: object) -> object:
+    """``reliability: NAME`` or ``{preset: NAME, ...}`` -> the preset's keys refined by those given
+    (``simcluster/catalog/reliability.yaml``)."""
+    if isinstance(value, str):
+        value = {"preset": value}
+    if not isinstance(value, Mapping) or value.get("preset") is None:
+        return value
+    name = value["preset"]
+    if not isinstance(name, str):
+        raise SpecError("reliability.preset", f"expected a reliability preset name, got {name!r}")
+    keys = catalog.entry("reliability", name, "reliability.preset").get("reliability", {})
+    return {**keys, **value}
 
 
 def _legacy_flash(given: dict[str, Any], flags: Mapping[str, Any]) -> dict[str, Any]:

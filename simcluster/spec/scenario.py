@@ -184,7 +184,19 @@ class StragglerDegradeSpec:
 class ReliabilitySpec:
     """Failures, recovery and spares (reference/failures.md; refined by the reliability engine)."""
 
+    preset: str | None = spec_field(
+        None, doc="reliability preset the rates came from (simcluster catalog reliability); the "
+        "loader merges its keys under the ones given")
     failure_rate_per_node_day: float = spec_field(3.79e-3, ge=0)
+    lemon_fraction: float = spec_field(
+        0.0, ge=0, le=0.5, doc="share of nodes whose node-replacing classes fail lemon_multiplier "
+        "times as often (Kokolis et al. 2024: 1.2% of RSC-1's nodes); the job's rate is the "
+        "expectation over where it lands (docs/reliability.md)")
+    lemon_multiplier: float = spec_field(1.0, ge=1, le=1e4, doc="hazard of a lemon node over a "
+                                                              "healthy one")
+    job_failures_per_day: float = spec_field(
+        0.0, ge=0, doc="failures of the job itself, not of a node (software, user code, hangs "
+        "not tied to a node): restart in place, per job-day whatever its size")
     classes: dict[str, FailureClassSpec] = spec_field({})
     inter_arrival: str = spec_field("exponential", choices=INTER_ARRIVAL)
     weibull_shape: float = spec_field(

@@ -99,8 +99,17 @@ def test_topology_dot_to_file(capsys: pytest.CaptureFixture[str], tmp_path: Path
 def test_catalog_lists_every_kind(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "catalog")
     assert code == 0
-    for name in ("h100-sxm", "llama-3-405b", "dgx-b200", "box-4x3090ti-nvlink", "triton-flash"):
+    for name in ("h100-sxm", "llama-3-405b", "dgx-b200", "box-4x3090ti-nvlink", "triton-flash",
+                 "rsc1"):
         assert name in out
+
+
+def test_catalog_reliability_gives_each_preset_s_mttf(capsys: pytest.CaptureFixture[str]) -> None:
+    """rsc1: 6.5 per 1,000 node-days, 1.2% lemons at 226x: 41.6 days at one node, 7.8 h at 128."""
+    code, out, _ = _run(capsys, "catalog", "reliability")
+    assert code == 0
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[3:] if line.strip()}
+    assert rows["rsc1"][1:6] == ["6.5", "0.012", "226", "41.6", "7.8"]
 
 
 def test_catalog_attention_lists_each_kernel_table(capsys: pytest.CaptureFixture[str]) -> None:
