@@ -122,6 +122,8 @@ class HorizonConfig:
     checkpoint: CheckpointPlan = field(default_factory=CheckpointPlan)
     stragglers: StragglerPlan = field(default_factory=StragglerPlan)
     infant_mortality: bool = False
+    rejoin_s: float = 0.0
+    graceful_eviction: bool = False
 
     @property
     def failure_rate_s(self) -> float:
@@ -238,12 +240,17 @@ def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float,
 def default_snapshot_s(scenario: Scenario, params: float) -> float:
     """The device-to-host snapshot of the scenario's largest per-GPU checkpoint shard over the
     topology's host link (:func:`simcluster.perf.reliability.snapshot_time_s`)."""
+    host = scenario.cluster.topology.host
+    return snapshot_time_s(gpu_shard_bytes(scenario, params), host.pcie_Bps,
+                           host.gpus_per_pcie_switch)
+
+
+def gpu_shard_bytes(scenario: Scenario, params: float) -> float:
+    """The largest checkpoint shard one GPU holds (:func:`checkpoint_bytes_per_gpu`)."""
     ck, par = scenario.checkpoint, scenario.parallelism
     per_param = float(ck.bytes_per_param) if ck is not None else ADAM_MIXED_CHECKPOINT_BYTES
-    shard = checkpoint_bytes_per_gpu(params, par.tp * par.pp * par.cp, par.dp, par.zero_stage,
-                                     per_param)
-    host = scenario.cluster.topology.host
-    return snapshot_time_s(shard, host.pcie_Bps, host.gpus_per_pcie_switch)
+    return checkpoint_bytes_per_gpu(params, par.tp * par.pp * par.cp, par.dp, par.zero_stage,
+                                    per_param)
 
 
 def straggler_plan(rel: ReliabilitySpec) -> StragglerPlan:
@@ -306,4 +313,22 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
         repair_sigma=float(rel.repair_sigma),
         elastic=bool(rel.elastic), dp=par.dp, nodes_per_replica=per_replica,
         checkpoint=checkpoint_plan(ck, params, step_s, default_snapshot_s(scenario, params)),
-        stragglers=straggler_plan(rel), infant_mortality=bool(rel.infant_mortality))
+        stragglers=straggler_plan(rel), infant_mortality=bool(rel.infant_mortality),
+        rejoin_s=rejoin_s(scenario, params), graceful_eviction=rel.straggler_eviction == "graceful")
+
+
+def rejoin_s(scenario: Scenario, params: float) -> float:
+    """The pause of an elastic job when its replacement nodes rejoin: ``elastic_rejoin_s``, else a
+    restart of every worker (TorchElastic restarts all workers on a membership change: PyTorch
+    docs, torchrun "Membership Changes") with its warm-up, plus the new replicas copying each GPU's
+    checkpoint shard over the GPU's share of its node's NICs."""
+    rel = scenario.reliability or ReliabilitySpec()
+    if rel.elastic_rejoin_s is not None:
+        return float(rel.elastic_rejoin_s)
+    topo = scenario.cluster.topology
+    shard = gpu_shard_bytes(scenario, params)
+    out = topo.scale_out
+    share_Bps = out.nic_Bps * out.nics_per_node / topo.gpus_per_node
+    copy_s = shard / share_Bps if share_Bps > 0 else 0.0
+    restart = rel.restart_s + float(rel.init_per_node_s) * scenario.cluster.nodes
+    return restart + float(rel.warmup_s) + copy_s

@@ -9,7 +9,9 @@ Phases (reference/failures.md s4.3): RUN (progress at rate capacity/slowdown) ->
 stall, including waiting for the previous persist: one host buffer) -> RUN ... On a failure:
 DETECT -> DIAGNOSE -> WAIT (spare or replacement) -> RESTART -> LOAD -> WARMUP -> RUN; a failure
 during any of them starts the sequence again. A planned interruption saves gracefully (MAINTAIN),
-then WAIT -> RESTART -> LOAD -> WARMUP. Progress since the restore point is lost at the failure and
+then WAIT -> RESTART -> LOAD -> WARMUP; so does a detected straggler (SAVE, then WAIT...) unless
+its eviction is a crash. An elastic job that ran on fewer replicas pauses (REJOIN) when the nodes
+are back. Progress since the restore point is lost at the failure and
 charged to ``rework`` (the time that produced it); so at any instant
 
     elapsed = progress + sum(lost buckets)          (exactly, up to float rounding)
@@ -41,12 +43,14 @@ class Phase(IntEnum):
     LOAD = 6
     WARMUP = 7
     MAINTAIN = 8
-    DONE = 9
+    REJOIN = 9
+    SAVE = 10
+    DONE = 11
 
 
 #: The lost-time bucket (index into ``BUCKETS``) each non-RUN phase is charged to.
 PHASE_BUCKET = {Phase.BLOCK: 0, Phase.DETECT: 2, Phase.DIAGNOSE: 3, Phase.WAIT: 4, Phase.RESTART: 5,
-                Phase.LOAD: 6, Phase.WARMUP: 7, Phase.MAINTAIN: 8}
+                Phase.LOAD: 6, Phase.WARMUP: 7, Phase.MAINTAIN: 8, Phase.REJOIN: 5, Phase.SAVE: 0}
 REWORK, STRAGGLING, REDUCED = BUCKETS.index("rework"), BUCKETS.index("straggling"), \
     BUCKETS.index("reduced_replicas")
 EVICTED = FailureClass(name="straggler", rate_per_node_s=0.0, detect_s=0.0, in_memory_restore=True)
@@ -114,7 +118,9 @@ class JobMachine:
         self._close(t)
         phase = self.phase
         if phase is Phase.RUN:
-            if self.progress_s >= self._target_p() - EPS_S:
+            if self.capacity < 1.0 and self.capacity_back_s <= t + EPS_S:
+                self._rejoin(t)
+            elif self.progress_s >= self._target_p() - EPS_S:
                 self._resolve_persist(t)
                 wait = 0.0 if math.isinf(self.pending_s) else self.pending_s - t
                 self._enter(Phase.BLOCK, t, wait + self._blocking_s())
@@ -122,6 +128,11 @@ class JobMachine:
                 self._run(t)
         elif phase is Phase.BLOCK:
             self._snapshot(t)
+        elif phase is Phase.SAVE:
+            if self.save_on_maintenance:
+                self.durable_p = self.mem_p = self.snap_p = self.persist_req_p = self.progress_s
+                self.save_on_maintenance = False
+            self._wait(t)
         elif phase is Phase.DETECT:
             self._enter(Phase.DIAGNOSE, t, self.cfg.diagnose_s)
         elif phase in (Phase.DIAGNOSE, Phase.MAINTAIN):
@@ -139,6 +150,13 @@ class JobMachine:
             self._enter(Phase.WARMUP, t, self.cfg.warmup_s)
         else:
             self._run(t)
+
+    def _rejoin(self, t: float) -> None:
+        """The replacement nodes are back: every worker restarts and the new replicas copy the
+        state (``rejoin_s``, charged to ``restart``); no work is lost."""
+        self.capacity, self.capacity_back_s, self.missing_nodes = 1.0, math.inf, 0
+        self.restarts += 1
+        self._enter(Phase.REJOIN, t, self.cfg.rejoin_s)
 
     def _blocking_s(self) -> float:
         return 0.0 if self.ck.mode == "none" else self.ck.blocking_s
@@ -273,6 +291,8 @@ class JobMachine:
             self.slowdown = self.cfg.stragglers.slowdown if self.straggling_now > 0 else 1.0
             if running:
                 self._run(t)
+        elif kind == EVICT and self.cfg.graceful_eviction:
+            self._evict(t, event[2], event[3])
         elif kind in (FAILURE, EVICT):
             cls = self.cfg.classes[event[2]] if kind == FAILURE else EVICTED
             self._fail(t, event[2], cls, event[3])
@@ -294,6 +314,27 @@ class JobMachine:
             self.pool.send_to_repair(t + repair_s, cls.domain_nodes)
         self.save_on_maintenance = False
         self._enter(Phase.DETECT, t, cls.detect_s)
+
+    def _evict(self, t: float, index: int, repair_s: float) -> None:
+        """A health check found the slow node: a running job saves (a synchronous write, charged
+        to ``checkpoint_blocking``), the node goes to repair and the job restarts on a spare; a job
+        that was not running has nothing newer to save than what it would restore."""
+        running = self.phase in (Phase.RUN, Phase.BLOCK)
+        if not running:
+            self._fail(t, index, EVICTED, repair_s)
+            return
+        self.counts[index] += 1
+        self._close(t)
+        self._resolve_persist(t)
+        self.pending_s = math.inf
+        saves = self.ck.mode != "none"
+        if not saves:
+            self._roll_back(keeps_memory=False)
+        self.load_from_memory = False
+        self.to_claim.append(1)
+        self.pool.send_to_repair(t + repair_s, 1)
+        self.save_on_maintenance = saves  # applied when the write ends (a failure first: lost)
+        self._enter(Phase.SAVE, t, self.ck.write_s if saves else 0.0)
 
     def _roll_back(self, keeps_memory: bool) -> None:
         self.mem_valid = self.mem_valid and keeps_memory

@@ -165,6 +165,9 @@ class FailureClassSpec:
         doc="per-class override of reliability.weibull_shape")
 
 
+#: How a detected straggler leaves the job (``reliability.straggler_eviction``).
+EVICTIONS = ("graceful", "crash")
+
 #: What a fail-slow episode degrades on the node it hits (``reliability.straggler_degrades.what``).
 STRAGGLER_KINDS = ("gpu", "node", "scale_out", "scale_up")
 
@@ -225,6 +228,11 @@ class ReliabilitySpec:
                                             "returns to the spare pool")
     repair_sigma: float = spec_field(1.0, ge=0, doc="lognormal sigma of the repair time")
     elastic: bool = spec_field(False, doc="continue with fewer DP replicas while waiting for nodes")
+    elastic_rejoin_s: float | None = spec_field(
+        None, unit="s", ge=0, doc="pause when the replacement nodes rejoin an elastic job (every "
+        "worker restarts, as TorchElastic does on a membership change, and the new replicas copy "
+        "the model state); null: restart_s + warmup_s + each GPU's checkpoint shard over its share "
+        "of the node's NICs")
     stragglers_per_node_day: float = spec_field(0.0, ge=0, doc="fail-slow episodes per node-day")
     straggler_degrades: StragglerDegradeSpec = spec_field(
         StragglerDegradeSpec(), doc="what an episode degrades on its node; the step engine's time "
@@ -237,6 +245,10 @@ class ReliabilitySpec:
     straggler_sigma: float = spec_field(1.0, ge=0, doc="lognormal sigma of the episode length")
     straggler_detect_s: float | None = spec_field(600.0, unit="s", ge=0,
                                                   doc="time to detect and evict a straggler; null: never")
+    straggler_eviction: str = spec_field(
+        "graceful", choices=EVICTIONS, doc="graceful: the health check that found the slow node "
+        "lets the job save, then swaps the node (DLRover, PAI); crash: the job fails and rolls "
+        "back to its last checkpoint")
     horizon_s: float | None = spec_field(None, unit="days", gt=0)
 
     def __post_init__(self) -> None:

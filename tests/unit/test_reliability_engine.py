@@ -28,6 +28,7 @@ from simcluster.horizon.fast import run_fast
 from simcluster.horizon.machine import JobMachine
 from simcluster.horizon.records import ReplicaRecord
 from simcluster.horizon.sampling import (
+    EVICT,
     FAILURE,
     HORIZON,
     PLANNED_EVENT,
@@ -296,3 +297,37 @@ def test_a_path_with_rare_events_visits_few_chunks(monkeypatch: pytest.MonkeyPat
     events = list(zip(range(5), SamplePath(cfg, 3, 0).events(), strict=False))
     assert len(events) == 5
     assert len(calls) <= 10 * len(events)
+
+
+def test_graceful_eviction_saves_then_restarts() -> None:
+    """Issue 25: a health check that finds a straggler lets the job save. Slow (x2) from 10 to 40:
+    p = 25 at 40. SAVE 40-45 (the write, 5 s; durable 25), WAIT 0 (a spare), RESTART -49, LOAD -55,
+    WARMUP -56, RUN to p 55 at 86, BLOCK -91, RUN to 85 at 121, BLOCK -126, RUN to 100 at 141,
+    final BLOCK -146. No rework; the crash path instead rolls back all 25 s of progress."""
+    ck = CheckpointPlan(mode="sync", interval_s=30.0, blocking_s=5.0, load_s=6.0, write_s=5.0)
+    events: list[Event] = [(10.0, STRAG_ON, -1, 0.0), (40.0, STRAG_OFF, -1, 0.0),
+                           (40.0, EVICT, 1, 0.0)]
+    cfg = _cfg(checkpoint=ck, stragglers=StragglerPlan(slowdown=2.0), spares=1,
+               graceful_eviction=True)
+    rec = _run(cfg, events)
+    lost = _lost(rec)
+    assert rec.elapsed_s == pytest.approx(146.0)
+    assert lost["rework"] == 0.0
+    assert lost["checkpoint_blocking"] == pytest.approx(20.0)
+    assert lost["straggling"] == pytest.approx(15.0)
+    assert rec.interruptions == (0, 1, 0)
+    crash = _lost(_run(replace(cfg, graceful_eviction=False), events))
+    assert crash["rework"] == pytest.approx(25.0)
+
+
+def test_elastic_rejoin_pauses_the_job() -> None:
+    """An elastic job that ran on half its replicas pauses ``rejoin_s`` when the replacement node
+    is back (charged to ``restart``): the same sample path takes exactly that much longer."""
+    hw = FailureClass(name="hw", rate_per_node_s=0.0, detect_s=2.0, replace=True)
+    base = _cfg(nodes=2, dp=2, nodes_per_replica=1, elastic=True, spares=0, replace_s=50.0,
+                classes=(hw,), checkpoint=CheckpointPlan(mode="sync", interval_s=1000.0,
+                                                         blocking_s=0.0, load_s=0.0))
+    events: list[Event] = [(20.0, FAILURE, 0, 1000.0)]
+    free, paused = _run(base, events), _run(replace(base, rejoin_s=7.0), events)
+    assert paused.elapsed_s - free.elapsed_s == pytest.approx(7.0)
+    assert _lost(paused)["restart"] - _lost(free)["restart"] == pytest.approx(7.0)
