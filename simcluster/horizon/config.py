@@ -214,16 +214,19 @@ def _with_shape(c: FailureClass, shape: float | None) -> FailureClass:
 
 
 def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float,
-                    snapshot_default_s: float = 1.0) -> CheckpointPlan:
+                    snapshot_default_s: float = 1.0, *, node_bytes: float = 0.0,
+                    nodes: int = 1) -> CheckpointPlan:
     """Checkpoint timings: size = bytes_per_param x params; write/read at the storage bandwidth;
     the snapshot ``ck.snapshot_s``, else ``snapshot_default_s`` (:func:`default_snapshot_s`).
 
-    The interval is rounded to whole steps (at least one).
+    The write is also at least the busiest node's ``node_bytes`` (its GPUs' largest shards) over
+    the smaller of its share of the storage bandwidth and ``ck.node_storage_Bps``
+    (:func:`node_write_s`). The interval is rounded to whole steps (at least one).
     """
     if ck is None or ck.disabled:
         return CheckpointPlan(mode="none", interval_s=math.inf)
     size = checkpoint_bytes(params, float(ck.bytes_per_param))
-    write_s = transfer_time_s(size, ck.storage_write_Bps)
+    write_s = max(transfer_time_s(size, ck.storage_write_Bps), node_write_s(ck, node_bytes, nodes))
     interval = max(1, round(ck.interval_s / step_s)) * step_s
     snapshot_s = float(ck.snapshot_s) if ck.snapshot_s is not None else snapshot_default_s
     persist_interval = ck.persist_interval_s
@@ -235,6 +238,14 @@ def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float,
         load_s=transfer_time_s(size, ck.storage_read_Bps),
         memory_load_s=float(ck.memory_load_s),
         peer_copy=bool(ck.peer_copy), size_bytes=size, write_s=write_s)
+
+
+def node_write_s(ck: CheckpointSpec, node_bytes: float, nodes: int) -> float:
+    """One node's persist: ``node_bytes`` over ``min(storage_write / nodes, node_storage)``."""
+    share = ck.storage_write_Bps / max(1, nodes)
+    if ck.node_storage_Bps is not None:
+        share = min(share, float(ck.node_storage_Bps))
+    return node_bytes / share
 
 
 def default_snapshot_s(scenario: Scenario, params: float) -> float:
@@ -312,7 +323,9 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
         repair_median_s=float(rel.repair_median_s),
         repair_sigma=float(rel.repair_sigma),
         elastic=bool(rel.elastic), dp=par.dp, nodes_per_replica=per_replica,
-        checkpoint=checkpoint_plan(ck, params, step_s, default_snapshot_s(scenario, params)),
+        checkpoint=checkpoint_plan(ck, params, step_s, default_snapshot_s(scenario, params),
+                                   node_bytes=gpu_shard_bytes(scenario, params) * gpus_per_node,
+                                   nodes=nodes),
         stragglers=straggler_plan(rel), infant_mortality=bool(rel.infant_mortality),
         rejoin_s=rejoin_s(scenario, params), graceful_eviction=rel.straggler_eviction == "graceful")
 

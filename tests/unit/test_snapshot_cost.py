@@ -70,3 +70,31 @@ def test_the_snapshot_grows_with_the_shard_and_the_sharing(shard: float, pcie: f
     assert snapshot_time_s(2 * shard, pcie, share) == pytest.approx(2 * t)
     assert snapshot_time_s(shard, 2 * pcie, share) == pytest.approx(t / 2)
     assert t >= shard / pcie  # never faster than the line rate
+
+
+def test_persist_is_the_busiest_node_over_its_storage_share() -> None:
+    """Issue 25: persist = a node's GPUs' shards over min(its share of the storage bandwidth, its
+    own storage link). 8 GPUs x 10 GB on one of 4 nodes sharing 100 GB/s: 80 GB / 25 GB/s = 3.2 s;
+    behind a 10 GB/s link: 8 s."""
+    from simcluster.horizon.config import node_write_s
+    from simcluster.spec.scenario import CheckpointSpec
+
+    ck = CheckpointSpec(storage_write_Bps=100e9)
+    assert node_write_s(ck, 80e9, 4) == pytest.approx(3.2)
+    capped = CheckpointSpec(storage_write_Bps=100e9, node_storage_Bps=10e9)
+    assert node_write_s(capped, 80e9, 4) == pytest.approx(8.0)
+
+
+@given(st.floats(1e8, 1e12), st.integers(1, 4096), st.floats(1e9, 1e13))
+def test_persist_never_beats_the_aggregate_bandwidth(shard_bytes: float, nodes: int,
+                                                     storage_Bps: float) -> None:
+    """Property: the write takes at least the whole checkpoint over the storage bandwidth, and
+    at least the busiest node's bytes over its share."""
+    from simcluster.horizon.config import checkpoint_plan, node_write_s
+    from simcluster.spec.scenario import CheckpointSpec
+
+    ck = CheckpointSpec(storage_write_Bps=storage_Bps, bytes_per_param=14.0)
+    params = shard_bytes * 8 * nodes / 14.0
+    plan = checkpoint_plan(ck, params, 1.0, node_bytes=8 * shard_bytes, nodes=nodes)
+    assert plan.write_s >= 14.0 * params / storage_Bps * (1 - 1e-9)
+    assert plan.write_s >= node_write_s(ck, 8 * shard_bytes, nodes) * (1 - 1e-9)
