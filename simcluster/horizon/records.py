@@ -142,13 +142,13 @@ class ReliabilityResult:
 
 
 #: The spread a planner reads: the 5th, 50th, 95th and 99th percentiles over replicas.
-PERCENTILES = (5, 50, 95, 99)
+PERCENTILES = (5, 25, 50, 75, 95, 99)
 HISTOGRAM_BINS = 20
 
 
 def percentiles(values: np.ndarray) -> dict[str, float]:
-    """``{"p5": ..., "p50": ..., "p95": ..., "p99": ...}`` over replicas (linear interpolation,
-    numpy's default; infinite values, runs that never finish, sort last)."""
+    """``{"p5": ..., "p25": ..., "p50": ..., "p75": ..., "p95": ..., "p99": ...}`` over replicas
+    (linear interpolation, numpy's default; infinite values, runs that never finish, sort last)."""
     return {f"p{q}": float(np.percentile(values, q)) for q in PERCENTILES}
 
 
@@ -225,9 +225,17 @@ class OptimumResult:
     replicas: int
     warnings: tuple[str, ...] = ()
 
+    def interval_range_min(self) -> tuple[float, float]:
+        """The evaluated intervals as good as the optimum within its 95% confidence interval
+        (mean goodput >= optimum - its half-width): (shortest, longest), in minutes."""
+        best = max(self.points, key=lambda p: p.goodput)
+        close = [p.interval_min for p in self.points if p.goodput >= best.goodput - best.ci95]
+        return min(close), max(close)
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict: the optimum, the closed forms, the evaluations."""
         return {"optimal_interval_min": self.optimal_interval_min,
+                "optimal_interval_ci95_min": list(self.interval_range_min()),
                 "optimal_goodput": self.optimal_goodput,
                 "young_interval_min": finite_or_none(self.young_interval_min),
                 "daly_interval_min": finite_or_none(self.daly_interval_min),

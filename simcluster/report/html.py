@@ -205,7 +205,7 @@ def distribution(d: Mapping[str, Any]) -> str | None:
     hist, ttt = rel.get("time_to_train_histogram"), rel.get("time_to_train_days")
     if not hist or not ttt:
         return None
-    rows = [[k, ttt[k]] for k in ("p5", "p50", "p95", "p99", "mean") if k in ttt]
+    rows = [[k, ttt[k]] for k in ("p5", "p25", "p50", "p75", "p95", "p99", "mean") if k in ttt]
     good = rel.get("goodput_percentiles") or {}
     rows += [[f"goodput {k}", v] for k, v in good.items()]
     return section("distribution", f"Time to train over {rel.get('replicas', '?')} replicas",

@@ -86,8 +86,10 @@ def optimum_text(s: dict[str, Any]) -> str:
             for p in sorted(s["interval_search"], key=lambda p: float(p["interval_min"]))]
     table = format_table(["interval (min)", "goodput", "95% CI", "Daly Eq. 9"], rows)
     low, high = s["search_bracket_min"]
+    lo, hi = s["optimal_interval_ci95_min"]
     optima = (f"optimum: simulated {_minutes(s['optimal_interval_min'])} (goodput "
-              f"{s['optimal_goodput']:.4f}), Young {_minutes(s['young_interval_min'])}, Daly "
+              f"{s['optimal_goodput']:.4f}; {lo:.2f}..{hi:.2f} min within its 95% CI), "
+              f"Young {_minutes(s['young_interval_min'])}, Daly "
               f"{_minutes(s['daly_interval_min'])}; golden-section search on {low:.2f}..{high:.2f} "
               f"min, {s['evaluations']} evaluations of {s['sweep_replicas']} replicas (common "
               f"random numbers)")

@@ -17,7 +17,8 @@ from simcluster.report.reliability import summary_text
 
 def test_percentiles_oracle() -> None:
     values = np.arange(101, dtype=float)  # 0..100: the q-th percentile is q
-    assert percentiles(values) == {"p5": 5.0, "p50": 50.0, "p95": 95.0, "p99": 99.0}
+    assert percentiles(values) == {"p5": 5.0, "p25": 25.0, "p50": 50.0, "p75": 75.0, "p95": 95.0,
+                                   "p99": 99.0}
 
 
 def test_histogram_oracle() -> None:
@@ -37,7 +38,7 @@ def test_histogram_oracle() -> None:
 def test_spread_properties(values: list[float]) -> None:
     arr = np.array(values)
     p = percentiles(arr)
-    assert p["p5"] <= p["p50"] <= p["p95"] <= p["p99"]
+    assert p["p5"] <= p["p25"] <= p["p50"] <= p["p75"] <= p["p95"] <= p["p99"]
     assert min(values) <= p["p5"]
     assert p["p99"] <= max(values)
     hist = histogram(arr)
@@ -95,3 +96,18 @@ def test_the_engine_reports_the_spread_of_its_replicas() -> None:
                                        **percentiles(days)}
     assert d["goodput_percentiles"] == percentiles(result.column("goodput"))
     assert sum(d["time_to_train_histogram"]["counts"]) == 40
+
+
+def test_optimal_interval_range_oracle() -> None:
+    """The intervals whose mean goodput is within the optimum's 95% half-width: 0.95 +- 0.01 at
+    30 min takes in 20 (0.945) and 40 (0.942), not 10 (0.90) or 60 (0.93)."""
+    from simcluster.horizon.records import OptimumResult, SweepPoint
+
+    pts = tuple(SweepPoint(interval_min=m, goodput=g, ci95=0.01, time_to_train_days=None,
+                           daly_goodput=g) for m, g in
+                ((10.0, 0.90), (20.0, 0.945), (30.0, 0.95), (40.0, 0.942), (60.0, 0.93)))
+    result = OptimumResult(points=pts, optimal_interval_min=30.0, optimal_goodput=0.95,
+                           young_interval_min=25.0, daly_interval_min=26.0,
+                           bracket_min=(5.0, 100.0), replicas=10)
+    assert result.interval_range_min() == (20.0, 40.0)
+    assert result.to_dict()["optimal_interval_ci95_min"] == [20.0, 40.0]
