@@ -203,8 +203,12 @@ def replica_cost(cfg: HorizonConfig) -> Cost:
 
 
 def check_progress(cfg: HorizonConfig, cost: Cost) -> None:
-    """Refuse a run that must finish but whose expected useful fraction is below the floor."""
-    if math.isfinite(cfg.horizon_s) or cost.work_fraction >= MIN_WORK_FRACTION:
+    """Refuse a run that must finish but whose expected useful fraction is below the floor.
+
+    A run nothing interrupts (job MTBF infinite) always finishes, however long its dumps: its
+    cycles are priced by the work limit (:func:`check_bounds`), not refused here."""
+    if (math.isfinite(cfg.horizon_s) or math.isinf(cost.mtbf_s)
+            or cost.work_fraction >= MIN_WORK_FRACTION):
         return
     fraction = f"e^-{cost.log_wall_per_work:.3g}" if cost.work_fraction == 0.0 \
         else f"{cost.work_fraction:.3g}"

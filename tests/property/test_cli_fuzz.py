@@ -264,7 +264,36 @@ def flag_cases() -> st.SearchStrategy[Case]:
                      st.builds(Case, sets, st.just(reliable), st.just(())))
 
 
+def failure_range_cases() -> st.SearchStrategy[Case]:
+    """``reliability`` on the 1k-H100 scenario at the Weibull shapes, failure rates and other
+    failure sources that once hung or crashed it (issue 25): each must end in bounded time with a
+    result or a one-line error."""
+    values = {"inter_arrival": ("weibull", "exponential"),
+              "weibull_shape": ("0.001", "0.02", "0.1", "0.3", "1", "3", "20", "25"),
+              "failure_rate_per_node_day": ("0", "1e-300", "1e-19", "1e-12", "3.79e-3", "1", "1e6"),
+              "infant_mortality": ("true", "false"), "job_failures_per_day": ("0", "0.5", "1e9"),
+              "lemon_fraction": ("0", "0.012", "0.5", "2"), "lemon_multiplier": ("1", "226", "1e9"),
+              "stragglers_per_node_day": ("0", "0.05", "1e6"),
+              "straggler_degrades.what": ("gpu", "node", "scale_out", "scale_up", "nic"),
+              "straggler_eviction": ("graceful", "crash"), "elastic": ("true", "false"),
+              "preset": ("rsc1", "rsc2", "llama3-405b", "rsc3")}
+    sets = st.lists(st.sampled_from(list(values)), min_size=1, max_size=4, unique=True).flatmap(
+        lambda keys: st.tuples(*(st.sampled_from(values[k]).map(
+            lambda v, k=k: ("--set", f"reliability.{k}={v}")) for k in keys)))
+    reliable = (ROOT / "scenarios" / "1k-h100-reliability.yaml").read_bytes()
+    argv = sets.map(lambda pairs: ("reliability", FILE, "--replicas", "2", "--fast",
+                                   *(a for pair in pairs for a in pair)))
+    return st.builds(Case, argv, st.just(reliable), st.just(()))
+
+
 # ---------------------------------------------------------------------------------------- tests
+
+
+@settings(FUZZ, max_examples=30)
+@given(failure_range_cases())
+def test_reliability_survives_failure_ranges(workdir: Path, case: Case) -> None:
+    check(case, workdir)
+
 
 
 @settings(FUZZ, max_examples=200)

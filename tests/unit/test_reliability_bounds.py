@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simcluster.cli import main
 from simcluster.errors import SpecError
@@ -21,6 +23,7 @@ from simcluster.horizon.bounds import (
     MAX_REPLICAS,
     MIN_WORK_FRACTION,
     check_bounds,
+    check_progress,
     replica_cost,
 )
 from simcluster.horizon.sampling import (
@@ -305,3 +308,34 @@ def test_a_run_interrupted_by_evictions_faster_than_it_checkpoints_is_refused(
     assert err.startswith("simcluster: error: reliability.stragglers_per_node_day / "
                           "reliability.straggler_detect_s / ")
     assert "cannot make progress" in err
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.floats(1.0, 1e9), st.floats(1.0, 1e7), st.floats(0.0, 1e6),
+       st.sampled_from(["sync", "async", "in-memory"]), st.integers(1, 16384))
+def test_a_run_nothing_interrupts_is_never_refused_as_stuck(work: float, tau: float, delta: float,
+                                                             mode: str, nodes: int) -> None:
+    """Issue 25 item 5, property: with no failures, planned stops or stragglers the run finishes,
+    so the progress guard never refuses it, whatever its dump against its interval (Daly's
+    fraction tau / (tau + delta) can be tiny); the work limit alone bounds it."""
+    ck = CheckpointPlan(mode=mode, interval_s=tau, blocking_s=delta, write_s=delta,
+                        persist_s=0.0 if mode == "sync" else 2 * delta)
+    cfg = HorizonConfig(nodes=nodes, work_s=work, checkpoint=ck)
+    cost = replica_cost(cfg)
+    check_progress(cfg, cost)
+    key = None
+    try:
+        check_bounds((cfg,), 1)
+    except SpecError as err:
+        key = err.key
+    assert key in (None, "--replicas")  # the work limit, never "cannot make progress"
+
+
+def test_a_long_dump_without_failures_runs() -> None:
+    """1,001 s per 1 s of work (sync): refused before as 'cannot make progress' (fraction 1e-3 ...);
+    it finishes: 1e6 s of work and 1e6 dumps of 1,000 s."""
+    ck = CheckpointPlan(mode="sync", interval_s=1.0, blocking_s=1000.0, write_s=1000.0)
+    cfg = HorizonConfig(nodes=8, work_s=1e6, checkpoint=ck)
+    record = simulate_config(cfg, replicas=1, seed=0).records[0]
+    assert record.completed
+    assert record.elapsed_s == pytest.approx(1e6 + 1e6 * 1000.0, rel=1e-9)
