@@ -166,7 +166,8 @@ def default_classes(rate_per_node_s: float, watchdog_s: float) -> tuple[FailureC
 def failure_classes(rel: ReliabilitySpec, nodes: int = 1) -> tuple[FailureClass, ...]:
     """The scenario's classes (Llama 3 mix when none are given), rates per node per second, with
     the lemon nodes' share folded into the node-replacing classes (:func:`lemon_factor`) and the
-    job-level failures (``job_failures_per_day``) as one more class spread over ``nodes``."""
+    job-level failures (``job_failures_per_day``) as one more class spread over ``nodes``. A
+    one-node job leaves out the ``fabric`` classes (it does not use the scale-out network)."""
     rate = rel.failure_rate_per_node_day / DAY_S
     watchdog = float(rel.watchdog_timeout_s)
     shape = rel.weibull_shape if rel.inter_arrival == "weibull" else None
@@ -175,6 +176,8 @@ def failure_classes(rel: ReliabilitySpec, nodes: int = 1) -> tuple[FailureClass,
     else:
         out = []
         for name, spec in rel.classes.items():
+            if spec.fabric and nodes == 1:
+                continue  # a one-node job sends nothing over the fabric
             own_shape = spec.weibull_shape
             out.append(FailureClass(
                 name=name, rate_per_node_s=rate * spec.share,

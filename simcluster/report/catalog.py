@@ -77,9 +77,12 @@ def reliability_table() -> str:
         lemon = 1.0 + float(keys.get("lemon_fraction", 0.0)) * (
             float(keys.get("lemon_multiplier", 1.0)) - 1.0)
         per_node = rate * lemon
+        fabric = sum(float(c.get("share", 0.0)) for c in keys.get("classes", {}).values()
+                     if c.get("fabric"))
+        alone = per_node * (1.0 - fabric)  # a one-node job: no fabric failures
         rows.append([name, rate * 1e3, keys.get("lemon_fraction", 0.0),
                      keys.get("lemon_multiplier", 1.0),
-                     f"{1 / per_node:.1f}" if per_node else "-",
+                     f"{1 / alone:.1f}" if alone else "-",
                      f"{24 / (128 * per_node):.1f}" if per_node else "-",
                      preset.get("description", "")])
     return format_table(["preset", "per 1k node-days", "lemons", "lemon x", "MTTF 1 node d",

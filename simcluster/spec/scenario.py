@@ -160,6 +160,8 @@ class FailureClassSpec:
                                          "false: restart in place (software, hang)")
     in_memory_restore: bool = spec_field(False, doc="host memory survives, so in-memory checkpoints "
                                                     "can be reloaded (process-restart recoverable)")
+    fabric: bool = spec_field(False, doc="a failure of the node's scale-out path (NIC, InfiniBand "
+                                         "link, switch port): it stops only jobs spanning nodes")
     weibull_shape: float | None = spec_field(
         None, ge=MIN_WEIBULL_SHAPE, le=MAX_WEIBULL_SHAPE,
         doc="per-class override of reliability.weibull_shape")

@@ -55,10 +55,24 @@ def test_rsc1_reproduces_the_measured_1024_gpu_mttf() -> None:
 
 
 def test_rsc1_at_8_gpus() -> None:
-    """Kokolis et al.: 47.7 days at 8 GPUs, measured; the preset: 41.6 days, 12.8% short (within
-    15%). No term of the model makes a one-node job fail less often per node than a 128-node one:
-    a per-job term would have to be negative (docs/reliability.md, Presets)."""
-    assert _job_mttf_h(_preset("rsc1", 1)) / 24 == pytest.approx(47.7, rel=0.15)
+    """Kokolis et al.: 47.7 days at 8 GPUs, measured; the preset: 47.1 days. NOT an independent
+    check: a one-node job escapes the fabric class (InfiniBand links, the paper's first cause),
+    whose share (0.117) is fitted to the ratio of the two measured MTTFs; without that class the
+    preset gives 41.6 days (docs/reliability.md, Presets)."""
+    assert _job_mttf_h(_preset("rsc1", 1)) / 24 == pytest.approx(47.7, rel=0.02)
+    rel = _preset("rsc1", 1).reliability
+    assert rel is not None
+    node_only = _preset("rsc1", 1, classes="{node: {share: 1.0, replace: true}}")
+    assert _job_mttf_h(node_only) / 24 == pytest.approx(41.6, rel=0.01)
+
+
+def test_fabric_classes_stop_only_jobs_that_span_nodes() -> None:
+    """Oracle: a one-node job's rate leaves out the fabric classes; two nodes count them."""
+    classes = {"node": FailureClassSpec(share=0.75), "ib": FailureClassSpec(share=0.25, fabric=True)}
+    one = horizon_config(_with_rel(1, failure_rate_per_node_day=1.0, classes=classes), 1.0)
+    two = horizon_config(_with_rel(2, failure_rate_per_node_day=1.0, classes=classes), 1.0)
+    assert one.failure_rate_s == pytest.approx(0.75 / DAY)
+    assert two.failure_rate_s == pytest.approx(2.0 / DAY)
 
 
 @pytest.mark.parametrize(("nodes", "hours"), [(2048, 1.8), (16384, 0.23)])
@@ -74,7 +88,7 @@ def test_rsc2_rate() -> None:
     rel = _preset("rsc2", 1).reliability
     assert rel is not None
     assert rel.failure_rate_per_node_day == pytest.approx(2.34e-3)
-    assert _job_mttf_h(_preset("rsc2", 1, lemon_fraction=0)) / 24 == pytest.approx(1 / 2.34e-3)
+    assert _job_mttf_h(_preset("rsc2", 2, lemon_fraction=0)) / 24 == pytest.approx(1 / 2.34e-3 / 2)
 
 
 def test_a_given_key_overrides_the_preset() -> None:
