@@ -217,19 +217,21 @@ def _with_shape(c: FailureClass, shape: float | None) -> FailureClass:
 
 
 def checkpoint_plan(ck: CheckpointSpec | None, params: float, step_s: float,
-                    snapshot_default_s: float = 1.0, *, node_bytes: float = 0.0,
-                    nodes: int = 1) -> CheckpointPlan:
+                    snapshot_default_s: float = 1.0, *, nodes: int = 1) -> CheckpointPlan:
     """Checkpoint timings: size = bytes_per_param x params; write/read at the storage bandwidth;
     the snapshot ``ck.snapshot_s``, else ``snapshot_default_s`` (:func:`default_snapshot_s`).
 
-    The write is also at least the busiest node's ``node_bytes`` (its GPUs' largest shards) over
-    the smaller of its share of the storage bandwidth and ``ck.node_storage_Bps``
-    (:func:`node_write_s`). The interval is rounded to whole steps (at least one).
+    Each of the ``nodes`` writes an equal share of the checkpoint (replicated tensors are written
+    once, spread over their data-parallel copies: Megatron-Core's fully parallel save, PyTorch
+    DCP's deduplication), over the smaller of its share of the storage bandwidth and its own
+    storage link ``ck.node_storage_Bps`` (:func:`node_write_s`). The interval is rounded to whole
+    steps (at least one).
     """
     if ck is None or ck.disabled:
         return CheckpointPlan(mode="none", interval_s=math.inf)
     size = checkpoint_bytes(params, float(ck.bytes_per_param))
-    write_s = max(transfer_time_s(size, ck.storage_write_Bps), node_write_s(ck, node_bytes, nodes))
+    nodes = max(1, nodes)
+    write_s = max(transfer_time_s(size, ck.storage_write_Bps), node_write_s(ck, size / nodes, nodes))
     interval = max(1, round(ck.interval_s / step_s)) * step_s
     snapshot_s = float(ck.snapshot_s) if ck.snapshot_s is not None else snapshot_default_s
     persist_interval = ck.persist_interval_s
@@ -327,7 +329,6 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
         repair_sigma=float(rel.repair_sigma),
         elastic=bool(rel.elastic), dp=par.dp, nodes_per_replica=per_replica,
         checkpoint=checkpoint_plan(ck, params, step_s, default_snapshot_s(scenario, params),
-                                   node_bytes=gpu_shard_bytes(scenario, params) * gpus_per_node,
                                    nodes=nodes),
         stragglers=straggler_plan(rel), infant_mortality=bool(rel.infant_mortality),
         rejoin_s=rejoin_s(scenario, params), graceful_eviction=rel.straggler_eviction == "graceful")

@@ -276,8 +276,8 @@ class CheckpointSpec:
     storage_read_Bps: float = spec_field(100e9, unit="GBps", gt=0)
     node_storage_Bps: float | None = spec_field(
         None, unit="GBps", gt=0, doc="one node's link to the storage (its frontend or storage NICs, "
-        "e.g. a DGX H100's two 200G storage ports: 50); each node writes its GPUs' shards over the "
-        "smaller of this and its share of storage_write_GBps; null: the share alone")
+        "e.g. a DGX H100's two 200G storage ports: 50); each node writes an equal share of the "
+        "checkpoint over the smaller of this and its share of storage_write_GBps; null: the share")
     bytes_per_param: float = spec_field(14.0, gt=0, doc="checkpoint bytes per parameter (bf16 weights 2 "
                                                         "+ fp32 master 4 + Adam m 4 + v 4)")
     snapshot_s: float | None = spec_field(
