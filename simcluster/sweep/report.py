@@ -37,6 +37,15 @@ def shape_text(row: Row) -> str:
     return text
 
 
+def shape_labels(rows: Sequence[Row], indexes: Sequence[int]) -> list[str]:
+    """:func:`shape_text` of each row, or its whole layout (the schedule named) where two rows of
+    the table would otherwise read alike: zb-h1 at pp = 1 still splits the backward, which the DES
+    prices, so it can differ from gpipe and 1f1b there."""
+    texts = [shape_text(rows[i]) for i in indexes]
+    return [layout_text(rows[i]) if texts.count(t) > 1 else t
+            for i, t in zip(indexes, texts, strict=True)]
+
+
 def _shape_key(row: Row) -> tuple[object, ...]:
     """Rows with the same key are one shape: the same layout as it runs and the same results
     (step time, memory, cost, capital, goodput to 4 significant digits)."""
@@ -107,12 +116,13 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True,
     headers += ["goodput", "ckpt min", "days w/ failures"] if goodput else []
     headers += ["same results"] if any(variants) else []
     body = []
+    labels = shape_labels(rows, indexes)
     for n, i in enumerate(indexes):
         r = rows[i]
         line: list[object] = [n + 1 if numbered else outcome.ranked.index(i) + 1]
         line += [r.get("option")] if options else []
         line += [r.get(k) for k in varied]
-        line += [shape_text(r), r.get("engine", "analytical"), r.get("step_time_s"),
+        line += [labels[n], r.get("engine", "analytical"), r.get("step_time_s"),
                  r.get("tokens_per_s"), r.get("mfu"), r.get("peak_memory_gib"),
                  r.get("time_to_train_days"), _money(r.get("cost_usd")), r.get("validation")]
         line += [_money(r.get("capital_usd"))] if capital else []

@@ -26,6 +26,16 @@ def test_the_schedule_is_dropped_without_a_pipeline_oracle() -> None:
     assert shape_text(_row(pp=2, schedule="gpipe")) == "tp1 pp2 dp8 mb1 gpipe none z1"
 
 
+def test_rows_that_would_read_alike_name_their_schedule() -> None:
+    """Two distinct shapes at pp = 1 (zb-h1 priced apart by the DES) never print the same label."""
+    from simcluster.sweep.report import shape_labels
+
+    rows = [_row(schedule="1f1b"), _row(schedule="zb-h1", step=10.1), _row(step=12.0, mem=30.0)]
+    assert shape_labels(rows, [0, 1]) == ["tp1 pp1 dp8 mb1 1f1b none z1",
+                                          "tp1 pp1 dp8 mb1 zb-h1 none z1"]
+    assert shape_labels(rows, [0]) == ["tp1 pp1 dp8 mb1 none z1"]
+
+
 def test_identical_rows_collapse_and_list_their_variants_oracle() -> None:
     rows = [_row(schedule="gpipe"), _row(schedule="1f1b"), _row(option="b", schedule="gpipe"),
             _row(step=11.0), _row(pp=2, schedule="1f1b"), _row(pp=2, schedule="gpipe")]
