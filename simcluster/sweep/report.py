@@ -46,6 +46,22 @@ def shape_labels(rows: Sequence[Row], indexes: Sequence[int]) -> list[str]:
             for i, t in zip(indexes, texts, strict=True)]
 
 
+def best_per_parallel(rows: Sequence[Row], ranked: Sequence[int], top: int) -> list[int]:
+    """The best-ranked row of each (option, tp, pp, cp, ep) in rank order, at most ``top``: which
+    split of the model wins, whatever its micro-batch, schedule or recompute."""
+    seen: set[tuple[object, ...]] = set()
+    out: list[int] = []
+    for i in ranked:
+        r = rows[i]
+        key = (r.get("option"), r.get("tp"), r.get("pp"), r.get("cp", 1), r.get("ep", 1))
+        if key not in seen:
+            seen.add(key)
+            out.append(i)
+            if len(out) >= top:
+                break
+    return out
+
+
 def _shape_key(row: Row) -> tuple[object, ...]:
     """Rows with the same key are one shape: the same layout as it runs and the same results
     (step time, memory, cost, capital, goodput to 4 significant digits)."""
@@ -203,6 +219,9 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
                   _table(outcome, best, variants=[_variants_text(rows, i, o) for i, o in shapes]),
                   ""]
         lines += _validation_lines(outcome, best)
+        per = best_per_parallel(rows, outcome.ranked, top)
+        lines += ["best per parallel shape (option, tp, pp, cp, ep: its best layout, best first)",
+                  _table(outcome, per), ""]
         if len({r.get("option") for r in rows}) > 1:
             lines += ["best per option", options_text(outcome)]
             csv = [p for p in outcome.files if p.suffix == ".csv"]
@@ -248,6 +267,8 @@ def sweep_dict(outcome: SweepOutcome, top: int) -> dict[str, Any]:
             "top": [{"rank": outcome.ranked.index(i) + 1, **rows[i],
                      "same_results": [outcome.ranked.index(j) + 1 for j in others]}
                     for i, others in distinct_shapes(rows, outcome.ranked, top)],
+            "best_per_parallel": [{"rank": outcome.ranked.index(i) + 1, **rows[i]}
+                                  for i in best_per_parallel(rows, outcome.ranked, top)],
             "pareto_axes": list(outcome.pareto_axes),
             "pareto": [rows[i] for i in outcome.pareto],
             "rejections": [dict(zip(("level", "key", "count", "example"), r, strict=True))

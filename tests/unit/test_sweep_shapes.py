@@ -36,6 +36,15 @@ def test_rows_that_would_read_alike_name_their_schedule() -> None:
     assert shape_labels(rows, [0]) == ["tp1 pp1 dp8 mb1 none z1"]
 
 
+def test_best_per_parallel_shape_oracle() -> None:
+    """One row per (option, tp, pp, cp, ep), the best-ranked, in rank order."""
+    from simcluster.sweep.report import best_per_parallel
+
+    rows = [_row(), _row(step=11.0), _row(pp=2), _row(option="b"), _row(pp=2, step=12.0)]
+    assert best_per_parallel(rows, [0, 1, 2, 3, 4], top=10) == [0, 2, 3]
+    assert best_per_parallel(rows, [4, 1, 0, 2, 3], top=2) == [4, 1]
+
+
 def test_identical_rows_collapse_and_list_their_variants_oracle() -> None:
     rows = [_row(schedule="gpipe"), _row(schedule="1f1b"), _row(option="b", schedule="gpipe"),
             _row(step=11.0), _row(pp=2, schedule="1f1b"), _row(pp=2, schedule="gpipe")]
