@@ -63,7 +63,8 @@ def stacks_table() -> str:
         on = [k for k, v in flags.items() if v is True]
         rows.append([name, flags.get("attention", "-"), " ".join(on) or "-",
                      len(stack.get("not_modelled", [])), stack.get("description", "")])
-    return format_table(["stack", "attention", "flags on", "not modelled", "description"], rows)
+    return format_table(["stack", "attention", "flags on", "not modelled", "description"], rows,
+                        wrap={2: 36, 4: 48})
 
 
 def reliability_table() -> str:
@@ -86,7 +87,7 @@ def reliability_table() -> str:
                      f"{24 / (128 * per_node):.1f}" if per_node else "-",
                      preset.get("description", "")])
     return format_table(["preset", "per 1k node-days", "lemons", "lemon x", "MTTF 1 node d",
-                         "MTTF 128 nodes h", "description"], rows)
+                         "MTTF 128 nodes h", "description"], rows, wrap={6: 44})
 
 
 def attention_table() -> str:

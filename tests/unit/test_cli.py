@@ -190,3 +190,18 @@ def test_an_absurd_token_count_prints_a_readable_number(capsys: pytest.CaptureFi
     (line,) = [ln for ln in out.splitlines() if ln.startswith("time to train")]
     assert len(line) < 120
     assert "e+" in line
+
+
+def test_catalog_fits_a_wide_terminal(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 24 item 8: the catalog was 271 columns wide; long text columns wrap now."""
+    code, out, _ = _run(capsys, "catalog")
+    assert code == 0
+    assert max(len(line) for line in out.splitlines()) <= 140
+
+
+def test_wrapped_table_columns_oracle() -> None:
+    from simcluster.report.table import format_table
+
+    text = format_table(["a", "text", "n"], [["x", "one two three", 1.5]], wrap={1: 7})
+    assert text.splitlines() == ["a  text       n", "-  -------  ---", "x  one two  1.5",
+                                 "   three"]
