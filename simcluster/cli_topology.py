@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 from simcluster.cli_args import positive_int
 from simcluster.errors import SpecError
@@ -20,6 +21,8 @@ from simcluster.errors import SpecError
 MAX_SUMMARY_GPUS = 16384
 #: Most GPUs ``topology show --dot`` renders (the DOT text is about 450 bytes per GPU).
 MAX_DOT_GPUS = 16384
+#: From this many GPUs ``topology show`` says on stderr what it is doing (about 2 s and more).
+PROGRESS_GPUS = 4096
 
 
 def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -62,6 +65,11 @@ def show(args: argparse.Namespace) -> int:
     topo = load_topology(args.topology)
     check_nodes(topo, args.nodes)
     check_size(args.nodes, topo.gpus_per_node, args.dot is not None)
+    gpus = args.nodes * topo.gpus_per_node
+    if gpus >= PROGRESS_GPUS:
+        what = "writing its DOT graph" if args.dot is not None else "solving its bisection (max-flow)"
+        print(f"topology show: building the link graph of {gpus:,} GPUs and {what}; this takes "
+              "a few seconds", file=sys.stderr, flush=True)
     if args.dot is not None:
         dot = to_dot(build_graph(topo, args.nodes))
         if args.dot == "-":

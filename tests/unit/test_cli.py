@@ -205,3 +205,18 @@ def test_wrapped_table_columns_oracle() -> None:
     text = format_table(["a", "text", "n"], [["x", "one two three", 1.5]], wrap={1: 7})
     assert text.splitlines() == ["a  text       n", "-  -------  ---", "x  one two  1.5",
                                  "   three"]
+
+
+def test_topology_show_says_what_it_does_on_large_clusters(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24 item 8: a cluster of PROGRESS_GPUS or more (4,096; seconds of graph and max-flow)
+    gets one stderr line first; a small one prints nothing there."""
+    from simcluster import cli_topology
+
+    code, _, err = _run(capsys, "topology", "show", "dgx-h100", "--nodes", "2")
+    assert code == 0
+    assert err == ""
+    monkeypatch.setattr(cli_topology, "PROGRESS_GPUS", 16)
+    code, _, err = _run(capsys, "topology", "show", "dgx-h100", "--nodes", "2")
+    assert code == 0
+    assert err.startswith("topology show: building the link graph of 16 GPUs")
