@@ -129,10 +129,10 @@ def pareto_figure(ranked: Sequence[Row]) -> str:
     x, y = pareto_axes(ranked)
     points = [(float(r[x]), float(r[y])) for r in ranked]
     front = [(float(r[x]), float(r[y])) for r in ranked if r.get("pareto") is True]
-    return section("pareto", f"Pareto front ({x} vs {y})",
+    return section("pareto", f"Pareto front ({x} vs {y}, log-log)",
                    note(f"{len(front)} layouts on the front, {len(points)} eligible; identical "
                         "points are drawn once."),
-                   svg.scatter(points, front, (x, y), "Pareto front"))
+                   svg.scatter(points, front, (x, y), "Pareto front", log=True))
 
 
 def rejections(rows: Sequence[Row]) -> list[tuple[str, str, int, str]]:
@@ -176,10 +176,23 @@ def tp_pp_cells(ranked: Sequence[Row]) -> dict[tuple[int, int], float]:
     return cells
 
 
-def heatmap_figure(ranked: Sequence[Row]) -> str:
-    """TP x PP heatmap of the best step time per cell (grey: no eligible layout)."""
-    return section("heatmap", "Best step time per TP x PP (s)",
-                   svg.heatmap(tp_pp_cells(ranked), ("tp", "pp"), "s", "TP x PP heatmap"))
+def heatmap_figure(ranked: Sequence[Row], option: str = "", index: int = 0) -> str:
+    """TP x PP heatmap of the best step time per cell (grey: no eligible layout) of one hardware
+    option's rows (the whole sweep when it has one option)."""
+    title = "Best step time per TP x PP (s)" + (f": {option}" if option else "")
+    return section(f"heatmap-{index}" if index else "heatmap", title,
+                   svg.heatmap(tp_pp_cells(ranked), ("tp", "pp"), "s", f"TP x PP heatmap {option}"))
+
+
+def heatmap_figures(ranked: Sequence[Row]) -> list[str]:
+    """One :func:`heatmap_figure` per hardware option, in the order options first rank."""
+    options: list[str] = []
+    for r in ranked:
+        name = str(r.get("option") or "")
+        if name not in options:
+            options.append(name)
+    return [heatmap_figure([r for r in ranked if str(r.get("option") or "") == name], name, n)
+            for n, name in enumerate(options)]
 
 
 def sweep_page(rows: Sequence[Row], source: Path) -> str:
@@ -192,5 +205,5 @@ def sweep_page(rows: Sequence[Row], source: Path) -> str:
         sections.append(note("no eligible layout: every candidate was rejected"))
     sections.append(rejection_table(rows))
     if ranked:
-        sections.append(heatmap_figure(ranked))
+        sections += heatmap_figures(ranked)
     return page(f"simcluster report: sweep {source.parent.name}", sections)

@@ -80,8 +80,15 @@ def _scale(values: Sequence[float], lo_px: float, hi_px: float) -> tuple[float, 
 
 
 def scatter(points: Sequence[tuple[float, float]], front: Sequence[tuple[float, float]],
-            axes: tuple[str, str], label: str) -> str:
-    """Every point in grey and the ``front`` points joined in colour (a Pareto front)."""
+            axes: tuple[str, str], label: str, log: bool = False) -> str:
+    """Every point in grey and the ``front`` points joined in colour (a Pareto front); ``log``:
+    both axes logarithmic (points with a coordinate <= 0 are left out), ticks labelled in the
+    original units, so that a few layouts 1,000x slower do not squeeze the rest into a corner."""
+    if log:
+        def lg(p: tuple[float, float]) -> tuple[float, float]:
+            return math.log10(p[0]), math.log10(p[1])
+        points = [lg(p) for p in points if p[0] > 0 and p[1] > 0]
+        front = [lg(p) for p in front if p[0] > 0 and p[1] > 0]
     if not points:
         return _svg(40, [_text(10, 25, "no points")], label)
     left, right, top, bottom = 70.0, WIDTH - 20.0, 15.0, 300.0
@@ -94,10 +101,13 @@ def scatter(points: Sequence[tuple[float, float]], front: Sequence[tuple[float, 
 
     body = [f'<line x1="{left}" y1="{bottom}" x2="{right}" y2="{bottom}" stroke="#333"/>',
             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{bottom}" stroke="#333"/>']
+    def tick(t: float) -> str:
+        return f"{10 ** t:.3g}" if log else f"{t:.4g}"
+
     for t in _ticks(x0, x1):
-        body.append(_text(px(t, y0)[0], bottom + 16, f"{t:.4g}", "middle", 10))
+        body.append(_text(px(t, y0)[0], bottom + 16, tick(t), "middle", 10))
     for t in _ticks(y0, y1):
-        body.append(_text(left - 4, px(x0, t)[1] + 4, f"{t:.4g}", "end", 10))
+        body.append(_text(left - 4, px(x0, t)[1] + 4, tick(t), "end", 10))
     # one circle per pixel: a sweep of 10^5 layouts stays a small page
     for ix, iy in sorted({(round(a), round(b)) for a, b in (px(x, y) for x, y in points)}):
         body.append(f'<circle cx="{ix}" cy="{iy}" r="2.5" fill="#bbb"/>')
@@ -106,11 +116,14 @@ def scatter(points: Sequence[tuple[float, float]], front: Sequence[tuple[float, 
     body.append(f'<polyline points="{path}" fill="none" stroke="{PALETTE[3]}" stroke-width="1.5"/>')
     for x, y in ordered:
         cx, cy = px(x, y)
+        shown = (10 ** x, 10 ** y) if log else (x, y)
         body.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="4" fill="{PALETTE[3]}">'
-                    f"<title>{escape(f'{axes[0]} {x:.4g}, {axes[1]} {y:.4g}')}</title></circle>")
-    body.append(_text((left + right) / 2, bottom + 34, axes[0], "middle"))
+                    f"<title>{escape(f'{axes[0]} {shown[0]:.4g}, {axes[1]} {shown[1]:.4g}')}"
+                    "</title></circle>")
+    scale = " (log)" if log else ""
+    body.append(_text((left + right) / 2, bottom + 34, axes[0] + scale, "middle"))
     body.append(f'<text x="14" y="{(top + bottom) / 2:.0f}" font-size="12" text-anchor="middle" '
-                f'transform="rotate(-90 14 {(top + bottom) / 2:.0f})">{escape(axes[1])}</text>')
+                f'transform="rotate(-90 14 {(top + bottom) / 2:.0f})">{escape(axes[1] + scale)}</text>')
     return _svg(bottom + 45, body, label)
 
 

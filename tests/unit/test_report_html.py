@@ -232,3 +232,35 @@ def test_a_large_sweep_says_what_it_reads(sweep_dir: Path, tmp_path: Path,
     assert err[1].startswith("simcluster report: ")
     assert err[1].endswith(" rows read from results.parquet; drawing the page") or \
         err[1].endswith(" rows read from results.csv; drawing the page")
+
+
+def test_one_heatmap_per_hardware_option() -> None:
+    """Issue 24 item 8: the TP x PP heatmap no longer mixes hardware options: one per option,
+    each with its own rows' best step time."""
+    from simcluster.report.html_sweep import heatmap_figures
+
+    rows = [{"option": "a", "tp": 1, "pp": 1, "step_time_s": 3.0},
+            {"option": "b", "tp": 1, "pp": 1, "step_time_s": 1.0},
+            {"option": "a", "tp": 2, "pp": 1, "step_time_s": 2.0}]
+    first, second = heatmap_figures(rows)
+    assert '<section id="heatmap">' in first
+    assert '<section id="heatmap-1">' in second
+    assert "TP x PP (s): a<" in first
+    assert "TP x PP (s): b<" in second
+    assert "tp 1, pp 1: 3 s" in first
+    assert "tp 2, pp 1: 2 s" in first
+    assert "tp 1, pp 1: 1 s" in second
+    assert "tp 2" not in second  # option b has no tp 2 row
+
+
+def test_log_log_scatter_labels_in_original_units() -> None:
+    """A point 1,000x away no longer squeezes the rest: decades are evenly spaced, ticks and
+    titles are in the original units, and non-positive points are left out."""
+    from simcluster.report import svg
+
+    page = svg.scatter([(1.0, 10.0), (1000.0, 1e4), (0.0, 5.0)], [(1.0, 10.0)], ("days", "usd"),
+                       "p", log=True)
+    assert "days (log)" in page
+    assert "usd (log)" in page
+    assert "<title>days 1, usd 10</title>" in page
+    assert page.count('fill="#bbb"') == 2
