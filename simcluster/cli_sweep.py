@@ -35,7 +35,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "print the ranked table, the Pareto front (time vs cost) and the rejection "
                     "counts. A 'sweep:' section in the scenario file states the same choices "
                     "(docs/sweep.md); flags override it. Results are written incrementally to "
-                    "OUT/results.parquet and OUT/results.csv; rerun the same command to resume.")
+                    "OUT/results.parquet and OUT/results.csv; rerun the same command to resume, or "
+                    "add --rerank, --goodput, --top or --objective to extend a finished sweep in "
+                    "place (its stored rows are reused).")
     add_scenario(p, "scenario YAML file (its sweep: section, if any, is used)",
                  "training.tokens=1e12 (for every point)")
     p.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",

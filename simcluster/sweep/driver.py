@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -124,7 +125,10 @@ def _key(identity: str) -> str:
 
 def identity_of(source: str | Path | Mapping[str, Any], overrides: Sequence[str], plan: Plan,
                 extra: Mapping[str, Any]) -> str:
-    """What makes two sweeps the same: the file's bytes, the overrides and the plan."""
+    """What makes two sweeps the same: the file's bytes, the overrides and the plan, less what only
+    ranks or re-times the stored rows (``top``, ``objective``, ``rerank``, ``goodput``): a
+    finished sweep takes ``--rerank`` or ``--goodput`` later in place, from its stored rows."""
+    plan = dataclasses.replace(plan, top=10, objective="step_time_s", rerank=0, goodput=0)
     if isinstance(source, Mapping):
         text = json.dumps(source, sort_keys=True, default=str)
     else:
