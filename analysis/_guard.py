@@ -1,8 +1,8 @@
 """One-line errors for the analysis scripts: a missing input file or optional package exits 2.
 
 Each script ends with ``sys.exit(guarded("name.py", main, sys.argv))``: a file that is not there
-(``published.yaml`` is not shipped with the repository), an unreadable one or matplotlib not
-installed prints one line naming it and returns 2, never a traceback.
+(the measurement files the fit scripts read are not shipped with the repository), an unreadable
+one or matplotlib not installed prints one line naming it and returns 2, never a traceback.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Fit the Tier A collective calibration (simcluster/catalog/collectives.yaml) from published data.
 
-Model (reference/network.md section 7.3, "three protocol lines"): for an all-reduce over ``n`` ranks
-on one NVSwitch node, protocol ``p`` in {LL, LL128, Simple} costs
+Model (one line per NCCL protocol, the structure of NCCL's ``src/graph/tuning.cc``; docs/collectives.md,
+"Calibration"): for an all-reduce over ``n`` ranks on one NVSwitch node, protocol ``p`` in
+{LL, LL128, Simple} costs
 
     t_p(S) = alpha_p + nsteps * delta_p + f * max(S, ramp_p) / (eff_p * B_line)
     t(S)   = min_p t_p(S)
@@ -11,25 +12,28 @@ with ``f = 2(n-1)/n`` (the nccl-tests all-reduce bus factor), ``nsteps = 2(n-1)`
 ``delta_p`` NCCL's per-hop ring latency (tuning.cc hwLat, NVLINK row: 0.6 / 1.9 / 3.4 us; held
 fixed, so ``alpha_p`` is the per-call overhead left over), ``eff_p`` the bus bandwidth as a fraction of
 the per-GPU line rate and ``ramp_p`` the size below which the time stops falling (NCCL lowers its
-channel count for small messages, network.md section 1.1, so bandwidth grows with S there). The NVLS
-line (H100) has no per-step term: NCCL's NVLS latency does not grow with n (network.md section 1.4).
+channel count for small messages, ``topoGetAlgoInfo`` in NVIDIA/nccl @5067397 ``src/enqueue.cc``, so
+bandwidth grows with S there). The NVLS line (H100) has no per-step term: NCCL's NVLS latency does
+not grow with n (``src/graph/tuning.cc``, same commit).
 
 Fits (minimax of the busbw error, Nelder-Mead with restarts, numpy only):
 
-* nvlink3-nvswitch: ``allreduce_8xA100_nvlink3_nccltests_sweep`` of published.yaml (all 20 sizes;
+* nvlink3-nvswitch: the 8xA100 nccl-tests sweep of stas00/ml-engineering @744d01e
+  ``network/README.md`` (id ``allreduce_8xA100_nvlink3_nccltests_sweep``; all 20 sizes;
   weights ask for 15% at >= 1 MiB and 5% at >= 1 GiB, 30% below 1 MiB).
-* nvlink4-nvswitch: the Azure ND H100 v5 NVLS curve transcribed in reference/network.md
-  section 3.2 (Azure/AI-benchmarking-guide 8fd0c6e); the curve is not in published.yaml, so it is
-  embedded below. Lines: ring LL, ring LL128, NVLS Simple. Ring Simple takes the GTC ring plateau
-  (``gtc25_allreduce_busbw_NVLink4_H100_8_GPUs``, 370 GB/s) with the NVLS line's alpha.
+* nvlink4-nvswitch: the Azure ND H100 v5 NVLS curve of Azure/AI-benchmarking-guide @8fd0c6e
+  ``Azure_Results/ND_H100_v5_results.md`` (18 of its 24 sizes), embedded below. Lines: ring LL,
+  ring LL128, NVLS Simple. Ring Simple takes the GTC ring plateau (NVIDIA GTC25 S72583,
+  ``gtc25_allreduce_busbw_NVLink4_H100_8_GPUs``, 370 GB/s) with the NVLS line's alpha.
 
 Every other class has no size sweep; the script derives it (printed with its rule) from a GTC
 plateau or NCCL constant and the 8xA100 curve shape (same alpha and ramp, efficiencies scaled).
 
 Usage (from the repository root):
-    python3 analysis/fit_collectives.py path/to/published.yaml
-The file is the project's transcription of published measurements and is not shipped with the
-repository (the sweep's values are copied, with their source, into
+    python3 analysis/fit_collectives.py path/to/measurements.yaml
+The file is a YAML transcription of that sweep (list ``collective_communication``, an entry with
+that id whose ``measured.points`` give ``size_B``, ``time_us`` and ``busbw_GBps``) and is not shipped
+with the repository (the sweep's values are copied, with their source, into
 ``tests/validation/test_collectives_published.py``); without the argument, or when the file is
 missing, the script says so and exits 2.
 numpy and pyyaml only; never imported by the simcluster package.
@@ -50,10 +54,11 @@ PROTOCOLS = ("LL", "LL128", "Simple")
 DELTA_NVLINK_US = {"LL": 0.6, "LL128": 1.9, "Simple": 3.4}  # NCCL tuning.cc hwLat[NVLINK][Ring]
 N = 8
 F_AR = 2 * (N - 1) / N
-A100_LINE = 300e9  # NVLink3: 12 links x 25 GB/s per direction (network.md 3.1)
+A100_LINE = 300e9  # NVLink3: 12 links x 25 GB/s per direction (sjeaugey, NVIDIA/nccl-tests#149)
 H100_LINE = 450e9  # NVLink4: 18 links, 450 GB/s per direction
 B200_LINE = 900e9  # NVLink5: 18 x 50 GB/s per direction
-# Azure ND H100 v5, NCCL 2.18.5, NVLS, in-place busbw GB/s (network.md section 3.2 selection).
+# Azure ND H100 v5, NCCL 2.18.5, NVLS, in-place busbw GB/s (Azure/AI-benchmarking-guide @8fd0c6e
+# Azure_Results/ND_H100_v5_results.md; 18 of its 24 sizes).
 AZURE_H100 = {2**10: 0.07, 2**14: 0.95, 2**16: 2.72, 2**18: 10.86, 2**20: 43.70, 2**21: 81.93,
               2**22: 128.73, 2**23: 172.13, 2**24: 234.45, 2**25: 295.53, 2**26: 361.78,
               2**27: 400.61, 2**28: 423.38, 2**29: 438.46, 2**30: 466.35, 2**31: 472.36,
@@ -178,11 +183,11 @@ def print_lines(name: str, lines: dict[str, Line], line_Bps: float) -> None:
 def main(argv: Sequence[str]) -> int:
     """Run the fits and print the tables that collectives.yaml and docs/collectives.md copy."""
     if len(argv) < 2:
-        print("fit_collectives.py: expected the path to published.yaml", file=sys.stderr)
+        print("fit_collectives.py: expected the path to the measurements file", file=sys.stderr)
         return 2
     path = Path(argv[1])
     if not path.is_file():
-        print(f"fit_collectives.py: {path}: not found (pass the path to published.yaml)",
+        print(f"fit_collectives.py: {path}: not found (pass the path to the measurements file)",
               file=sys.stderr)
         return 2
     entries = yaml.safe_load(path.read_text("utf-8")).get("collective_communication", [])
@@ -211,9 +216,9 @@ def main(argv: Sequence[str]) -> int:
     derived(a, h100)
     print(f"\n## 8xA100 all-reduce, {SWEEP_ID}\n")
     side_by_side(size, busbw, a100_model(size, a100))
-    print("\n## 8xH100 NVLS all-reduce, Azure ND H100 v5 (network.md 3.2)\n")
+    print("\n## 8xH100 NVLS all-reduce, Azure ND H100 v5 (Azure/AI-benchmarking-guide @8fd0c6e)\n")
     side_by_side(h_size, np.array([AZURE_H100[int(s)] for s in h_size]), h100_model(h_size, h100))
-    print("\n## Cross-check: 8xA100 Azure ND A100 v4 curve (network.md 3.2) with the fit above\n")
+    print("\n## Cross-check: 8xA100 Azure ND A100 v4 curve (same snapshot) with the fit above\n")
     az = np.array(sorted(AZURE_A100), float)
     side_by_side(az, np.array([AZURE_A100[int(s)] for s in az]), a100_model(az, a100))
     return 0

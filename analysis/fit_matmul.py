@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fit ``gemm_half_dim`` per GPU from the mli square-matmul entries of published.yaml.
+"""Fit ``gemm_half_dim`` per GPU from the square-matmul timings of mli/transformers-benchmarks.
 
 simcluster models the achievable rate of an (M, N, K) GEMM as
 
@@ -20,8 +20,10 @@ printed (marked ``excl``), and a second fit that includes them is printed for re
 fp32 (CUDA-core, non-tensor) is fitted and printed as a diagnostic only.
 
 Usage (from the repository root):
-    python3 analysis/fit_matmul.py path/to/published.yaml
-The file (the project's transcription of published measurements, docs/catalog.md) is not shipped
+    python3 analysis/fit_matmul.py path/to/measurements.yaml
+The file is a YAML transcription of mli/transformers-benchmarks' matmul results (notebook outputs
+@04df81d for the RTX 3090 Ti, @53a232b for the V100-SXM2-16GB): list ``single_gpu_kernels``, entries
+``mli_matmul_<GPU>_n<n>`` with ``hardware.gpu`` and ``measured.tflops_<dtype>``. It is not shipped
 with the repository; without the argument, or when the file is missing, the script says so and
 exits 2.
 Standalone: uses only numpy and pyyaml; never imported by the simcluster package.
@@ -82,11 +84,12 @@ def fit(points: dict[int, float], n_min: int) -> tuple[int, float]:
 
 def main(argv: Sequence[str]) -> int:
     if len(argv) < 2:
-        print("fit_matmul.py: expected the path to published.yaml", file=sys.stderr)
+        print("fit_matmul.py: expected the path to the measurements file", file=sys.stderr)
         return 2
     path = Path(argv[1])
     if not path.exists():
-        print(f"fit_matmul.py: {path}: not found (pass the path to published.yaml)", file=sys.stderr)
+        print(f"fit_matmul.py: {path}: not found (pass the path to the measurements file)",
+              file=sys.stderr)
         return 2
     points = load_points(path)
     if not points:

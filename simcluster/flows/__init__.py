@@ -1,6 +1,6 @@
 """Tier B and Tier C of the collective model: flow-level contention and per-chunk validation.
 
-Reference/network.md section 7.1. Tier A (calibrated closed forms, :mod:`simcluster.perf`) prices a
+docs/collectives.md (Tier B, Tier C). Tier A (calibrated closed forms, :mod:`simcluster.perf`) prices a
 collective alone; this package puts collectives on the link graph of
 :func:`simcluster.topology.build_graph`:
 

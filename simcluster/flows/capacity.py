@@ -2,7 +2,7 @@
 
 Each directed edge of the link graph gets ``bandwidth_Bps x efficiency``, the efficiency being the
 calibrated fraction of line rate of the edge's class in ``catalog/collectives.yaml`` for the chosen
-NCCL protocol (reference/network.md section 7.1, Tier B: "capacity = effective bw"). So an
+NCCL protocol (docs/collectives.md, "Tier B": capacities are effective rates, not line rates). So an
 uncontended ring in Tier B has Tier A's bandwidth term at large sizes. Classes by link kind:
 
 * ``nvlink``: the scale-up class of the topology (NVSwitch or NVL domain at its line rate);

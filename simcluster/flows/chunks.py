@@ -1,6 +1,6 @@
 """Tier C: per-chunk discrete-event simulation of ring collectives in SimPy (validation only).
 
-Reference/network.md section 7.1, Tier C. One SimPy process per (channel, rank) runs NCCL's ring
+docs/collectives.md, "Tier C". One SimPy process per (channel, rank) runs NCCL's ring
 loop (``prims_simple.h`` / ``all_reduce.h``): the channel's buffer is cut into loops of ``n``
 chunks of at most ``chunk_bytes`` (Simple: ``buffSize / NCCL_STEPS`` = 4 MiB / 8 = 512 KiB); in
 each loop a rank sends its chunk (step 0), then ``steps - 1`` times receives a chunk from its
@@ -30,7 +30,7 @@ from simcluster.flows.routes import Path, Router
 from simcluster.spec.hardware import TopologySpec
 from simcluster.topology import Edge, Vertex, gpu_vertex
 
-#: NCCL Simple chunk: buffSize 4 MiB / NCCL_STEPS 8 (network.md 7.1, Tier C).
+#: NCCL Simple chunk: buffSize 4 MiB / NCCL_STEPS 8 (NVIDIA/nccl src/init.cc, src/include/device.h).
 CHUNK_BYTES = 512 * 1024
 #: NCCL_STEPS: buffer slots per connection.
 CREDITS = 8

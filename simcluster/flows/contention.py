@@ -1,4 +1,4 @@
-"""Contention factors of a training step from Tier B (reference/network.md 7.1, Tier A bullet 4).
+"""Contention factors of a training step from Tier B (docs/collectives.md, "Contention in a training step").
 
 Tier A prices each collective as if its group were alone on the fabric (with its share of the node's
 NICs). :func:`contention` runs, on the scenario's link graph, all the data-parallel gradient

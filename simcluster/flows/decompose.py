@@ -1,4 +1,4 @@
-"""Collectives as flow classes on the link graph (Tier B; reference/network.md sections 2.2, 7.1).
+"""Collectives as flow classes on the link graph (Tier B; docs/collectives.md, "Collectives").
 
 ``nbytes`` follows nccl-tests ``size`` as in Tier A. Ranks are global GPU indices (node-major).
 
@@ -70,10 +70,11 @@ def symmetric_skip(topo: TopologySpec, ranks: Sequence[int], keep: Iterable[int]
 
     Two nodes at positions of the same parity holding the same local GPUs carry the same
     intra-node flows, so their link rows in the max-min problem are identical and one of them is
-    enough (an exact reduction; network.md 7.2 item 1). The shared switch-to-switch part of every
-    route is always kept. Nodes in ``keep`` (e.g. with degraded links) are never left out or used
-    to stand for others. Valid only for rings (all nodes of a key carry identical flows; trees and
-    broadcast chains ignore it) when the collective is simulated alone.
+    enough (an exact reduction: max-min gives identical flows identical rates). The shared
+    switch-to-switch part of every route is always kept. Nodes in ``keep`` (e.g. with degraded
+    links) are never left out or used to stand for others. Valid only for rings (all nodes of a
+    key carry identical flows; trees and broadcast chains ignore it) when the collective is
+    simulated alone.
     """
     seen: set[object] = set()
     skip = set()

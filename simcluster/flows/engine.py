@@ -3,9 +3,10 @@
 Between two events every active flow class moves at its max-min rate (:mod:`.maxmin`), so the next
 event is the earlier of the next completion (``min remaining / rate``) and the next phase start;
 all classes advance to it in one step. The rates are re-solved only when the set of active classes
-changes (SimGrid's LMM, network.md section 7.1 Tier B). A phase's latency is paid before its flows
-start, without contention (SimGrid LV08). The loop is plain Python over numpy arrays, not SimPy:
-the events are few (one per phase start and completion), and it stays a pure function.
+changes (SimGrid's LMM, simgrid/simgrid ``docs/source/Models.rst``). A phase's latency is paid
+before its flows start, without contention (SimGrid LV08). The loop is plain Python over numpy
+arrays, not SimPy: the events are few (one per phase start and completion), and it stays a pure
+function.
 
 The link x class incidence does not depend on the bytes moved, so :func:`incidence` builds it once
 and :func:`run` replays it for any size (Tier B sweeps many sizes of one collective); a ``memo``

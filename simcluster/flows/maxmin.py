@@ -7,7 +7,7 @@ classes rise at one common per-flow rate; a link saturates when ``sum_j m_j a_ij
 classes crossing a saturated link freeze at the current level, and the others keep rising
 (Bertsekas and Gallager, *Data Networks*, 2nd ed., section 6.5.2; the LMM solver of SimGrid,
 Velho and Legrand, SIMUTools 2009). The incidence is stored as COO arrays (link, class, weight),
-so one round costs O(non-zeros) with numpy (reference/network.md section 7.2 item 5).
+so one round costs O(non-zeros) with numpy (docs/collectives.md, "Solver").
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
-"""The values Tier B works on: flow classes, phases and transfers (reference/network.md 7.1).
+"""The values Tier B works on: flow classes, phases and transfers (docs/collectives.md, "Tier B").
 
 A :class:`FlowClass` is ``multiplicity`` identical flows that each move ``bytes_per_flow`` over the
 same links; ``usage`` lists each directed edge with the number of times one flow crosses it. A ring
 channel is one class whose usage is the sum of its hops' routes: every hop moves the same bytes and
 the ring's synchronisation makes them progress together, so the slowest edge governs the whole
-ring (network.md section 7.1, Tier B). A :class:`Phase` is a set of classes that start together; a
+ring (docs/collectives.md, "Flow classes"). A :class:`Phase` is a set of classes that start together; a
 :class:`Transfer` (one collective, or one send) runs its phases one after the other, each after its
 latency (SimGrid LV08 semantics: latency is paid before the bytes move, without contention).
 """
@@ -94,7 +94,8 @@ def merge_usage(parts: Iterable[Usage]) -> Usage:
 def group_classes(classes: Iterable[FlowClass]) -> tuple[FlowClass, ...]:
     """Merge classes with identical usage and bytes into one with the summed multiplicity.
 
-    Exact: identical flows on identical links get identical max-min rates (network.md 7.2 item 1).
+    Exact: identical flows on identical links get identical max-min rates (max-min fairness treats
+    them alike; Bertsekas and Gallager, *Data Networks*, section 6.5.2).
     """
     merged: dict[tuple[frozenset[tuple[Edge, float]], float], FlowClass] = {}
     for c in classes:

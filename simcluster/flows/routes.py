@@ -3,8 +3,8 @@
 :func:`~simcluster.topology.route` runs a networkx shortest path for every GPU-to-NIC leg, about
 50 us a route: too slow for the 131 072 ring hops of a 16 384-GPU all-reduce. :class:`Router`
 computes the same routes (pinned by ``tests/unit/test_flows_routes.py``) from cached pieces: the
-GPU-NIC legs are computed once per local GPU index and translated to other nodes (network.md 7.2
-item 5, precomputed paths), and the fabric part follows the leaf/spine rule of
+GPU-NIC legs are computed once per local GPU index and translated to other nodes (precomputed
+paths; docs/collectives.md, "Routes"), and the fabric part follows the leaf/spine rule of
 :mod:`simcluster.topology.routing` with its :func:`~simcluster.topology.routing.ecmp_index`.
 
 With ``spray=True`` a flow between two leaves is spread evenly over every equal-cost spine

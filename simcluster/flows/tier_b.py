@@ -3,7 +3,7 @@
 :class:`FlowModel` holds one cluster's link graph and routes and answers the same question as Tier A
 (:func:`simcluster.perf.collectives.collective_time`) with the same result type. The bandwidth part
 comes from the flow simulation (:mod:`.engine`) on capacities of line rate x class efficiency
-(:mod:`.capacity`); the latency part is Tier A's, per protocol (NCCL tuning.cc, network.md 1.4):
+(:mod:`.capacity`); the latency part is Tier A's, per protocol (NCCL ``src/graph/tuning.cc`` latencies):
 the per-call overhead ``alpha_p`` before the first phase, and per phase its intra-node and
 inter-node steps (Tier A's table, :func:`simcluster.perf.collectives_formulas.phase_steps`) times
 the calibrated per-step latencies. Messages below a protocol's ramp size

@@ -5,7 +5,7 @@ Both engines drive this one machine: the SimPy engine (``engine.py``) yields a t
 (``fast.py``) does the same in a plain loop. The machine does the bookkeeping; the engines only
 sequence (STYLE.md habit 4).
 
-Phases (reference/failures.md s4.3): RUN (progress at rate capacity/slowdown) -> BLOCK (checkpoint
+Phases (docs/reliability.md, "The model"): RUN (progress at rate capacity/slowdown) -> BLOCK (checkpoint
 stall, including waiting for the previous persist: one host buffer) -> RUN ... On a failure:
 DETECT -> DIAGNOSE -> WAIT (spare or replacement) -> RESTART -> LOAD -> WARMUP -> RUN; a failure
 during any of them starts the sequence again. A planned interruption saves gracefully (MAINTAIN),

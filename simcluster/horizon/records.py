@@ -1,6 +1,7 @@
 """Result records: one flat record per replica, and the Monte Carlo summary over replicas.
 
-Metric definitions (reference/failures.md s4.4; docs/reliability.md):
+Metric definitions (docs/reliability.md; ETT as defined in the Llama 3 paper, arXiv 2407.21783
+s3.3.4: useful training time over elapsed time):
 
 - goodput: useful work (nominal step time x steps kept) / elapsed;
 - effective training time ratio (Llama 3's ETT): time spent training, slow or not, on work that was

@@ -2,8 +2,8 @@
 
 A failed node goes to repair (lognormal time, drawn in the sample path) and returns to the pool,
 which never holds more than its nominal size (a surplus node goes back to the provider). A claim
-takes spares first; the missing nodes arrive ``replace_s`` after the claim (reference/failures.md
-s4.1 ``SparePool``).
+takes spares first; the missing nodes arrive ``replace_s`` after the claim (docs/reliability.md,
+"The model": WAIT).
 """
 
 from __future__ import annotations

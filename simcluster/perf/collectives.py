@@ -7,11 +7,11 @@ is the minimum over algorithm x protocol (like NCCL's ``topoGetAlgoInfo``) of
 
 where the algorithm's exact alpha-beta form comes from :mod:`collectives_formulas` and the protocol
 numbers (per-call overhead, per-step latency, achieved fraction of line rate, ramp) come from the
-platform classes of ``catalog/collectives.yaml`` (reference/network.md sections 2 and 7.1-7.3).
+platform classes of ``catalog/collectives.yaml`` (docs/collectives.md, "Model" and "Calibration").
 A group that spans nodes pays, per protocol, the larger per-call overhead of its two layers, the
 intra-node step latency on intra-node hops and the network one on node crossings.
 
-``nbytes`` follows nccl-tests ``size`` (network.md section 1.7): the per-rank buffer for all-reduce,
+``nbytes`` follows nccl-tests ``size`` (``doc/PERFORMANCE.md``): the per-rank buffer for all-reduce,
 broadcast and send/recv; the total array for all-gather, reduce-scatter and all-to-all.
 """
 
@@ -46,7 +46,7 @@ OP_ALGOS: dict[str, tuple[str, ...]] = {
     "send_recv": ("p2p",),
 }
 
-#: What NCCL's tuner chooses among (network.md section 1.1): ring, tree and NVLS for all-reduce;
+#: What NCCL's tuner chooses among (``src/graph/tuning.cc``): ring, tree and NVLS for all-reduce;
 #: ring and NVLS for all-gather/reduce-scatter; ring for broadcast; p2p for all-to-all and sends.
 AUTO_ALGOS: dict[str, tuple[str, ...]] = {
     "all_reduce": ("ring", "tree", "nvls"),
@@ -168,7 +168,8 @@ def _pairwise(op: str, s: float, p: _Path) -> float:
     """Direct/pairwise all-to-all: intra-node and NIC shares of the array move concurrently.
 
     ``(g-1)/n`` of S goes over the scale-up fabric, ``(n-g)/n`` over the rank's NIC share (PXN keeps
-    it on the rail); network.md section 2.2. One node: :func:`f.pairwise_all_to_all_time_s`.
+    it on the rail: NVIDIA developer blog, "Doubling all2all Performance with NVIDIA Collective
+    Communication Library 2.12", February 2022). One node: :func:`f.pairwise_all_to_all_time_s`.
     """
     g = p.n // p.nodes
     hops = _hops_s(p, f.pairwise_steps(p.n, g))

@@ -2,10 +2,10 @@
 
 A *platform class* (``nvlink3-nvswitch``, ``pcie4``, ``ib-ndr-400`` ...) holds, per NCCL protocol
 (LL, LL128, Simple, and NVLS where the switch reduces), the per-call overhead, the per-step latency,
-the achieved fraction of line rate and the ramp size below which the time stops falling (reference/
-network.md section 7.3). Classes are matched to a topology by typed fields (layer, scale-up kind and
-line rate), never by names. :meth:`LinkClass.at` turns a class and a per-rank line rate into the
-effective numbers the formulas take.
+the achieved fraction of line rate and the ramp size below which the time stops falling
+(docs/collectives.md, "Calibration"). Classes are matched to a topology by typed fields (layer,
+scale-up kind and line rate), never by names. :meth:`LinkClass.at` turns a class and a per-rank
+line rate into the effective numbers the formulas take.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from typing import Any
 from simcluster import catalog, units
 from simcluster.errors import SpecError
 
-#: NCCL protocols, lowest latency first (network.md section 1.2).
+#: NCCL protocols, lowest latency first (NCCL ``src/graph/tuning.cc`` base latencies).
 PROTOCOLS = ("LL", "LL128", "Simple")
 LAYERS = ("scale_up", "scale_out")
 

@@ -3,14 +3,15 @@
 Each function is the closed form of one algorithm: ``alpha_s`` is the latency of one step (one
 message), ``bandwidth_Bps`` the per-rank bandwidth that the step's bytes move at. No calibration
 lives here; :mod:`simcluster.perf.collectives` feeds these functions calibrated numbers
-(reference/network.md section 7.1, Tier A). Sizes follow nccl-tests (network.md section 1.7):
+(docs/collectives.md). Sizes follow nccl-tests (``doc/PERFORMANCE.md``):
 ``size_bytes`` is the per-rank buffer for all-reduce, broadcast and send/recv and the *total* array
 for all-gather, reduce-scatter and all-to-all. Reduction arithmetic (the gamma term of
 Thakur-Rabenseifner-Gropp) is not modelled: GPUs reduce at memory speed, far above link speed.
 
 Sources: R. Thakur, R. Rabenseifner, W. Gropp, "Optimization of Collective Communication Operations
-in MPICH", IJHPCA 19(1), 2005 (cost comments of pmodels/mpich ``src/mpi/coll``); NVIDIA nccl-tests
-``doc/PERFORMANCE.md``; NCCL ``src/graph/tuning.cc`` (network.md sections 1.3, 1.4, 2.1, 2.2).
+in MPICH", IJHPCA 19(1), 2005 (cost comments of pmodels/mpich @6a79bf6 ``src/mpi/coll``); NVIDIA
+nccl-tests @a0b82b2 ``doc/PERFORMANCE.md``; NVIDIA/nccl @5067397 ``src/graph/tuning.cc`` and
+``src/graph/trees.cc``.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ Steps = tuple[int, int]
 
 def ring_steps(n: int, nodes: int, passes: int) -> Steps:
     """A flat ring of ``n`` ranks over ``nodes`` nodes: ``passes*(n-1)`` steps, of which
-    ``passes*(nodes-1)`` cross a node boundary (NCCL tuning.cc ``nInterSteps``; network.md 1.4).
+    ``passes*(nodes-1)`` cross a node boundary (NCCL tuning.cc ``nInterSteps``).
 
     ``passes`` is 2 for all-reduce (reduce-scatter, then all-gather), 1 otherwise.
     """
@@ -57,7 +58,7 @@ def ring_steps(n: int, nodes: int, passes: int) -> Steps:
 def tree_steps(nodes: int, per_node: int) -> Steps:
     """Double binary tree all-reduce: up and down a chain of ``per_node`` ranks in each node and a
     tree of depth ``ceil(lg nodes)`` over the nodes (NCCL tuning.cc Tree latency
-    ``2((ppn-1)*intraLat + log2(nNodes)*interLat)``; network.md 1.4, 2.2)."""
+    ``2((ppn-1)*intraLat + log2(nNodes)*interLat)``)."""
     return 2 * (per_node - 1), 2 * _lg(nodes)
 
 
@@ -109,7 +110,7 @@ def bus_factor(op: str, n: int) -> float:
     -------
     float
         ``2(n-1)/n`` for all-reduce; ``(n-1)/n`` for all-gather, reduce-scatter and all-to-all;
-        1 for broadcast and send/recv (nccl-tests ``doc/PERFORMANCE.md``, network.md section 1.7).
+        1 for broadcast and send/recv (nccl-tests ``doc/PERFORMANCE.md``).
     """
     check_op(op)
     if op == "all_reduce":
@@ -123,7 +124,7 @@ def ring_allreduce_time_s(size_bytes: float, n: int, bandwidth_Bps: float, alpha
     """Ring all-reduce: ``2(n-1)*alpha + 2(n-1)/n * S/B``.
 
     Reduce-scatter then all-gather around the ring, ``2(n-1)`` steps of ``S/n`` bytes each
-    (Thakur et al. 2005; nccl-tests PERFORMANCE.md ``t = S/B * 2(n-1)/n``; network.md section 2.2).
+    (Thakur et al. 2005; nccl-tests PERFORMANCE.md ``t = S/B * 2(n-1)/n``).
     """
     return 2 * (n - 1) * alpha_s + 2 * (n - 1) / n * size_bytes / bandwidth_Bps
 
@@ -132,7 +133,7 @@ def ring_allgather_time_s(size_bytes: float, n: int, bandwidth_Bps: float, alpha
     """Ring all-gather or reduce-scatter of a total array S: ``(n-1)*alpha + (n-1)/n * S/B``.
 
     Thakur et al. 2005 (MPICH ``allgather_intra_ring``); the same cost for the pairwise/ring
-    reduce-scatter (``reduce_scatter_block_intra_pairwise.c``); network.md sections 2.1-2.2.
+    reduce-scatter (``reduce_scatter_block_intra_pairwise.c``).
     """
     return (n - 1) * alpha_s + (n - 1) / n * size_bytes / bandwidth_Bps
 
@@ -142,9 +143,9 @@ def ring_two_level_time_s(size_bytes: float, n: int, nodes: int, passes: int,
     """A flat ring over ``nodes`` nodes of ``n/nodes`` ranks: NCCL's ring latency split.
 
     ``passes`` is 2 for all-reduce and 1 for all-gather/reduce-scatter. Of the ``passes*(n-1)``
-    steps, ``passes*(nodes-1)`` cross a node boundary (NCCL tuning.cc ``nInterSteps``, network.md
-    section 1.4); the bandwidth term is the ring's ``passes*(n-1)/n * S/B`` with B the slowest ring
-    edge. With ``nodes == 1`` this is :func:`ring_allreduce_time_s` / :func:`ring_allgather_time_s`.
+    steps, ``passes*(nodes-1)`` cross a node boundary (NCCL tuning.cc ``nInterSteps``); the
+    bandwidth term is the ring's ``passes*(n-1)/n * S/B`` with B the slowest ring edge. With
+    ``nodes == 1`` this is :func:`ring_allreduce_time_s` / :func:`ring_allgather_time_s`.
     """
     intra_steps, inter_steps = ring_steps(n, nodes, passes)
     latency = intra_steps * alpha_intra_s + inter_steps * alpha_inter_s
@@ -158,7 +159,7 @@ def tree_allreduce_time_s(size_bytes: float, nodes: int, per_node: int, bandwidt
     Reduce up and broadcast down two trees over the nodes, each carrying half the data, with a chain
     of ``g`` ranks inside each node (Sanders, Speck, Traeff, Parallel Computing 2009; NCCL
     ``trees.cc`` and its Tree latency ``2((ppn-1)*intraLat + log2(nNodes)*interLat)``,
-    ``algBw = busBw/2``; network.md sections 1.4, 1.5, 2.2).
+    ``algBw = busBw/2``).
     """
     intra_steps, inter_steps = tree_steps(nodes, per_node)
     latency = inter_steps * alpha_inter_s + intra_steps * alpha_intra_s
@@ -171,7 +172,7 @@ def rabenseifner_allreduce_time_s(size_bytes: float, n: int, bandwidth_Bps: floa
 
     ``2*lg(p)*alpha + 2(p-1)/p * S/B`` for a power-of-two ``p``; otherwise MPICH's
     ``(2*floor(lg p) + 2)*alpha + (2(p-1)/p + 2) * S/B`` (Thakur et al. 2005, MPICH
-    ``allreduce_intra_reduce_scatter_allgather``; network.md section 2.1).
+    ``allreduce_intra_reduce_scatter_allgather``).
     """
     if n & (n - 1) == 0:
         return 2 * _lg(n) * alpha_s + 2 * (n - 1) / n * size_bytes / bandwidth_Bps
@@ -184,7 +185,7 @@ def recursive_halving_time_s(size_bytes: float, n: int, bandwidth_Bps: float,
     """Recursive-halving reduce-scatter or recursive-doubling all-gather: ``lg p*alpha + (p-1)/p*S/B``.
 
     Exact for a power-of-two ``p``; ``ceil(lg p)`` steps otherwise (Thakur et al. 2005, MPICH
-    ``recursive_halving`` / ``recursive_doubling``; network.md section 2.1).
+    ``recursive_halving`` / ``recursive_doubling``).
     """
     return _lg(n) * alpha_s + (n - 1) / n * size_bytes / bandwidth_Bps
 
@@ -217,7 +218,7 @@ def hierarchical_allreduce_time_s(size_bytes: float, nodes: int, per_node: int,
     """2-D all-reduce: intra-node ring reduce-scatter, inter-node ring all-reduce of S/g, all-gather.
 
     ``T = T_RS(g, S) + T_AR(N, S/g) + T_AG(g, S)`` with the inter-node rings running one per rail at
-    the per-rank NIC share (network.md section 2.2, hierarchical all-reduce).
+    the per-rank NIC share (reduce-scatter, all-reduce, all-gather, each a ring of Thakur et al. 2005).
     """
     intra = ring_allgather_time_s(size_bytes, per_node, bandwidth_intra_Bps, alpha_intra_s)
     inter = ring_allreduce_time_s(size_bytes / per_node, nodes, bandwidth_inter_Bps, alpha_inter_s)
@@ -228,7 +229,7 @@ def nvls_allreduce_time_s(size_bytes: float, n: int, busbw_Bps: float, alpha_s: 
     """NVLink SHARP all-reduce: ``alpha + 2(n-1)/n * S / busbw``, one switch-reduced step.
 
     NCCL models NVLS by a bus bandwidth (``bwIntra*nvlsEff*2``) and a single NVLS latency that do
-    not depend on n (tuning.cc; network.md sections 1.3-1.4); ``busbw_Bps`` may exceed the link rate
+    not depend on n (tuning.cc); ``busbw_Bps`` may exceed the link rate
     (nccl-tests#212).
     """
     return alpha_s + 2 * (n - 1) / n * size_bytes / busbw_Bps
@@ -239,7 +240,7 @@ def pairwise_all_to_all_time_s(size_bytes: float, n: int, bandwidth_Bps: float,
     """Pairwise-exchange all-to-all of a total array S per rank: ``(p-1)*alpha + (p-1)/p * S/B``.
 
     MPICH's ``(p-1)*alpha + n*beta`` with ``n = (p-1)/p * S`` the bytes sent to other ranks
-    (Thakur et al. 2005; network.md sections 2.1-2.2).
+    (Thakur et al. 2005, MPICH ``alltoall_intra_pairwise``).
     """
     return (n - 1) * alpha_s + (n - 1) / n * size_bytes / bandwidth_Bps
 
@@ -248,7 +249,7 @@ def bruck_all_to_all_time_s(size_bytes: float, n: int, bandwidth_Bps: float,
                             alpha_s: float) -> float:
     """Bruck (store-and-forward) all-to-all: ``ceil(lg p)*alpha + S/2 * ceil(lg p) / B``.
 
-    Thakur et al. 2005 (MPICH ``alltoall_intra_brucks``; network.md section 2.1).
+    Thakur et al. 2005 (MPICH ``alltoall_intra_brucks``).
     """
     return _lg(n) * alpha_s + size_bytes / 2 * _lg(n) / bandwidth_Bps
 
@@ -272,13 +273,13 @@ def scatter_allgather_broadcast_time_s(size_bytes: float, n: int, bandwidth_Bps:
                                        alpha_s: float) -> float:
     """Scatter + recursive-doubling all-gather broadcast: ``2 lg p*alpha + 2(p-1)/p * S/B``.
 
-    Thakur et al. 2005 (MPICH ``scatter_recursive_doubling_allgather``; network.md section 2.1).
+    Thakur et al. 2005 (MPICH ``scatter_recursive_doubling_allgather``).
     """
     return 2 * _lg(n) * alpha_s + 2 * (n - 1) / n * size_bytes / bandwidth_Bps
 
 
 def p2p_time_s(size_bytes: float, bandwidth_Bps: float, alpha_s: float) -> float:
-    """One point-to-point message: ``alpha + S/B`` (Hockney; network.md section 2)."""
+    """One point-to-point message: ``alpha + S/B`` (Hockney, Parallel Computing 20(3), 1994)."""
     return alpha_s + size_bytes / bandwidth_Bps
 
 
@@ -286,7 +287,7 @@ def nvls_bus_factor(op: str, n: int) -> float:
     """NVLS bus bandwidth of ``op`` relative to the all-reduce NVLS bus bandwidth.
 
     NCCL doubles NVLS intra bandwidth for all-reduce ("pipelines two ops") and scales it by
-    ``(ppn-1)/ppn`` otherwise (tuning.cc; network.md section 1.3): ``(n-1)/(2n)`` for all-gather
+    ``(ppn-1)/ppn`` otherwise (tuning.cc): ``(n-1)/(2n)`` for all-gather
     and reduce-scatter.
     """
     return 1.0 if op == "all_reduce" else (n - 1) / (2 * n)

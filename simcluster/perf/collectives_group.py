@@ -5,7 +5,8 @@
 what the Tier A formulas need: ranks, nodes spanned, members per node and the per-rank effective
 bandwidth and latency inside and between nodes. It is analytical on the spec (no topology graph).
 
-Sharing assumptions (reference/network.md sections 2.2 and 7.2):
+Sharing assumptions (docs/collectives.md, "Placement"; a flat ring's ceiling of ``min(NVLink, NICs x
+NIC rate)`` is also SimAI's, aliyun/SimAI @cef83f9 ``astra-sim-alibabacloud/astra-sim/system/calbusbw.cc``):
 
 * ``gpus_per_node / g`` congruent groups run at once, so a group with ``g`` members per node owns
   ``g`` of the node's ``gpus_per_node`` NIC shares (``nics_per_node * nic_Bps / gpus_per_node``

@@ -2,10 +2,10 @@
 
 The engine's compute durations and the MFU/HFU numerators come from here. Only matrix multiplies
 are counted (2 FLOPs per multiply-add); biases, norms, softmax and other elementwise work are left
-out, as in every published convention (Narayanan et al. SC'21 Eq. 3 excludes them;
-calibration/README.md section 5). Attention is *not* halved for causal masking by default, again as
-the published conventions do ("6N vs 8N, and attention"); ``causal=True`` halves the score and AV
-matmuls for a kernel that skips the masked half.
+out, as in every published convention (Narayanan et al. SC'21, arXiv 2104.04473, Eq. 3 excludes
+them; so does Korthikanti et al. 2022, arXiv 2205.05198). Attention is *not* halved for causal
+masking by default, again as those conventions do (both count the full ``s x s`` score matrix);
+``causal=True`` halves the score and AV matmuls for a kernel that skips the masked half.
 
 Model FLOPs (MFU numerator) are forward + backward = 3x forward of every layer and the logits.
 Hardware FLOPs (HFU numerator) add the recomputed forward: all of each layer for ``full``
@@ -63,8 +63,8 @@ def layer_forward_flops(model: ModelSpec, micro_batch: int, seq_len: int | None 
                         *, causal: bool = False) -> LayerFlops:
     """Forward FLOPs of one layer for ``micro_batch`` sequences of ``seq_len`` tokens.
 
-    Dense MHA with ``ffn = 4h`` gives ``24*b*s*h^2 + 4*b*s^2*h`` (network.md s6.1, the per-layer
-    term of Narayanan et al. SC'21 Eq. 3).
+    Dense MHA with ``ffn = 4h`` gives ``24*b*s*h^2 + 4*b*s^2*h`` (the per-layer forward term of
+    Narayanan et al. SC'21, arXiv 2104.04473, Eq. 3).
 
     Parameters
     ----------
@@ -114,7 +114,7 @@ def mlp_forward_flops(model: ModelSpec, tokens: int) -> float:
 
 
 def logits_forward_flops(model: ModelSpec, batch: int, seq_len: int | None = None) -> float:
-    """Output layer ``h x V`` over ``batch`` sequences: ``2*b*s*h*V`` (network.md s6.1)."""
+    """Output layer ``h x V`` over ``batch`` sequences: ``2*b*s*h*V`` (the V term of SC'21 Eq. 3)."""
     s = model.seq_len if seq_len is None else seq_len
     return float(2 * batch * s * model.hidden * model.vocab)
 
@@ -123,8 +123,7 @@ def recompute_forward_flops(layer: LayerFlops, recompute: str) -> float:
     """Forward FLOPs a layer repeats in backward under ``recompute`` (none | selective | full).
 
     ``full`` repeats the whole layer (SC'21 Eq. 3's 4th pass); ``selective`` repeats the attention
-    core only (Korthikanti et al. 2022 s4.2; calibration/README.md s5: "6N plus an extra 4bs^2h per
-    layer"); ``none`` repeats nothing.
+    core only, ``4bs^2h`` per layer (Korthikanti et al. 2022 s4.2); ``none`` repeats nothing.
     """
     if recompute == "full":
         return layer.total_flops
@@ -140,7 +139,7 @@ def model_flops_per_iteration(model: ModelSpec, global_batch: int, *,
     """Model FLOPs of one optimizer step: 3x forward of every layer and the logits, no recompute.
 
     The MFU numerator. For plain GPT it equals Korthikanti et al.'s model FLOPs
-    ``72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h))`` (network.md s6.1).
+    ``72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h))`` (Korthikanti et al. 2022, arXiv 2205.05198).
 
     Parameters
     ----------
@@ -206,8 +205,10 @@ def sc21_eq3_flops(batch: int, seq_len: int, layers: int, hidden: int, vocab: in
 
 
 def megatron_flops(model: ModelSpec, global_batch: int) -> float:
-    """Megatron-LM ``training.py::num_floating_point_operations`` (network.md s6.1).
+    """Megatron-LM ``training.py::num_floating_point_operations``.
 
+    As in ``megatron/training/training.py`` of the Megatron-LM fork
+    sail-sg/zero-bubble-pipeline-parallelism @39f2c18:
     ``12*B*s*l*h^2 * [(1 + kv/heads + s/h)*(q/h) + (ffn/h)*top_k*(3/2 if swiglu) + V/(2*l*h)]``:
     forward + backward, no recompute, MoE router not counted.
     """
@@ -240,7 +241,7 @@ def korthikanti_selective_hardware_flops(batch: int, seq_len: int, layers: int, 
 
     ``72*B*s*l*h^2 * (1 + s/(3h) + V/(12*l*h))``. Its recompute term ``12*B*s^2*h`` per layer is
     three times the attention-core forward ``4*B*s^2*h`` that :func:`hardware_flops_per_iteration`
-    adds (calibration/README.md s5 counts one forward, as we do).
+    adds (it counts the one recomputed forward, not three).
     """
     B, s, L, h, V = batch, seq_len, layers, hidden, vocab
     return (72 * B * s * L * h**2  # 3 passes x 24*B*s*h^2

@@ -3,10 +3,11 @@
 The analytical pre-filter behind ``fits_in_memory`` and ``peak_memory_gib``. Parameters per stage
 follow Megatron-LM's layout (TP shards attention and MLP, norms are replicated, the word embedding
 is vocab-parallel on the first stage and the output layer on the last); bytes per parameter follow
-mixed-precision Adam (network.md s6.3, Megatron ``theoretical_memory_usage.py``) with ZeRO sharding
-over data parallelism; activations follow Korthikanti et al. 2022 Table 2 (network.md s6.2),
-generalised to GQA, SwiGLU, MoE and flash attention; micro-batches in flight per stage follow the
-pipeline schedule (network.md s5).
+mixed-precision Adam (Rajbhandari et al., ZeRO, SC'20, arXiv 1910.02054; Megatron-LM
+``theoretical_memory_usage.py``) with ZeRO sharding over data parallelism; activations follow
+Korthikanti et al. 2022 (arXiv 2205.05198) Table 2, generalised to GQA, SwiGLU, MoE and flash
+attention; micro-batches in flight per stage follow the pipeline schedule (Megatron-LM
+``schedules.py`` warm-up counts).
 
 Simplifications, stated once:
 - Everything TP shards (weights and biases of attention and MLP, vocab) is divided by ``tp``;
@@ -195,7 +196,7 @@ class BytesPerParam:
 
 
 def bytes_per_param(precision: str, grad_bytes: float = DEFAULT_GRAD_BYTES) -> BytesPerParam:
-    """Mixed-precision Adam bytes per parameter (network.md s6.3; Megatron 18 bytes = 2 + 4 + 12).
+    """Mixed-precision Adam bytes per parameter (Megatron ``theoretical_memory_usage.py``: 18 = 2 + 4 + 12).
 
     Weights are 16-bit for fp16/bf16 and also for fp8 training (fp8 is a GEMM input format; the
     weights stay bf16 as in Transformer Engine); fp32 keeps 4-byte weights and no master copy.
@@ -208,7 +209,7 @@ def bytes_per_param(precision: str, grad_bytes: float = DEFAULT_GRAD_BYTES) -> B
 def zero_bytes_per_param(zero_stage: int, dp: int, per_param: BytesPerParam) -> BytesPerParam:
     """Shard ``per_param`` over ``dp`` ranks as ZeRO stage ``zero_stage`` does.
 
-    Rajbhandari et al. SC'20 s5 (network.md s6.3): stage 1 shards the optimizer state (Megatron
+    Rajbhandari et al. SC'20 (arXiv 1910.02054) s5: stage 1 shards the optimizer state (Megatron
     distributed optimizer: ``6 + 12/d`` with 4-byte gradients), 2 also gradients, 3 also weights.
     """
     if not 0 <= zero_stage <= 3:

@@ -170,7 +170,7 @@ def _in_flight_units(schedule: str, p: int, v: int, m: int, stage: int) -> tuple
     return tuple(counts)
 
 
-# Activations (Korthikanti et al. 2022, arXiv 2205.05198, Table 2; network.md s6.2) -------------
+# Activations (Korthikanti et al. 2022, arXiv 2205.05198, Table 2) --------------------------------
 
 
 @memoised()
@@ -333,7 +333,8 @@ def stage_activation_bytes(scenario: Scenario, stage: int, *,
 
     In-flight layer-micro-batches times the per-layer bytes of the recompute mode; full recompute
     keeps each layer's input and one layer's working set (whose input is that same tensor). Plus
-    the embedding on the first stage and the logits and loss on the last (network.md s6.2).
+    the embedding on the first stage and the logits and loss on the last (Megatron-LM
+    ``theoretical_memory_usage.py``).
     """
     par = scenario.parallelism
     return activation_plan(scenario, flash_attention).stage_bytes(

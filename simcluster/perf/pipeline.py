@@ -2,7 +2,9 @@
 
 Equal stages, zero communication. These are the oracles the discrete-event pipeline must reproduce
 when it runs without contention (DESIGN.md section 2), and the fast estimate used to prune sweeps.
-Formulas are those of reference/network.md section 5.
+Formulas: Narayanan et al. SC'21 (arXiv 2104.04473) section 2.2 for gpipe, 1f1b and interleaved;
+Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR 2024) and the sail-sg/zero-bubble-pipeline-parallelism
+README for zb-h1; each function names its own.
 
 Symbols: ``p`` stages, ``m`` micro-batches per step, ``v`` virtual stages (model chunks) per device,
 ``t_f`` / ``t_b`` forward / full backward time of one micro-batch on one stage (all its chunks),
@@ -69,7 +71,7 @@ def bubble_fraction(schedule: str, p: int, m: int, v: int = 1) -> float:
 
     gpipe, 1f1b: ``(p-1)/(m+p-1)``; interleaved: ``(p-1)/(v m + p-1)``; zb-h1 with
     ``T_F = T_B = T_W`` (so ``t_b = 2 t_f``, ``t_w = t_f``): bubble ``(p-1) t_f`` against 1F1B's
-    ``3(p-1) t_f``, i.e. ``(p-1)/(3m + p-1)`` (reference/network.md section 5; ZB README "B/3").
+    ``3(p-1) t_f``, i.e. ``(p-1)/(3m + p-1)`` (sail-sg/zero-bubble-pipeline-parallelism README: "B/3").
     """
     t_f, t_b, t_w = (1.0, 2.0, 1.0) if schedule == "zb-h1" else (1.0, 2.0, 0.0)
     bubble = bubble_time_s(schedule, p, m, t_f, t_b, v, t_w)

@@ -1,13 +1,14 @@
 """Closed forms for checkpointing under failures: Young, Daly, expected wall time, checkpoint size.
 
 Pure functions, the oracles of the horizon engine (``simcluster.horizon``) and its fast pre-filter.
-Sources and equations are those of ``reference/failures.md`` section 2:
+Sources and equations:
 
-- Young (1974), CACM 17(9): ``tau = sqrt(2 delta M)``.
+- Young (1974), "A first order approximation to the optimum checkpoint interval", CACM 17(9):
+  ``tau = sqrt(2 delta M)``.
 - Daly (2006), FGCS 22(3):303-312: expected wall time (Eq. 9) and the higher-order optimum
-  (Eq. 37 in LLNL/scr ``scr_ckpt_interval.py``).
-- Kokolis et al. (HPCA 2025): first-order expected ETTR.
-- Rajbhandari et al., ZeRO section 3.1: bytes of model state per parameter.
+  (Eq. 37 in LLNL/scr @ee31e22 ``scripts/python/scr_ckpt_interval.py``).
+- Kokolis et al. (HPCA 2025, arXiv 2410.21680): first-order expected ETTR.
+- Rajbhandari et al., ZeRO (SC'20, arXiv 1910.02054) section 3.1: bytes of model state per parameter.
 
 All times are seconds, sizes bytes, bandwidths bytes per second.
 """
@@ -86,7 +87,7 @@ def daly_optimal_interval_numeric_s(checkpoint_s: float, restart_s: float, mtbf_
 
 def first_order_waste(checkpoint_s: float, interval_s: float, recovery_s: float, mtbf_s: float,
                       persist_s: float = 0.0) -> float:
-    """Expected fraction of time lost, to first order (reference/failures.md s2.3).
+    """Expected fraction of time lost, to first order (Young 1974's terms, plus recovery and persist lag).
 
     ``waste = delta_b/tau + (tau/2 + delta_p + R)/M``: blocking checkpoint time per interval, plus,
     per failure, half an interval of rework, the persist lag of an asynchronous checkpoint

@@ -1,6 +1,6 @@
 """Reports of ``simcluster collective``: nccl-tests-style rows, table, text, JSON and a busbw plot.
 
-A row follows nccl-tests ``all_reduce_perf`` (``doc/PERFORMANCE.md``; reference/network.md 1.7):
+A row follows nccl-tests ``all_reduce_perf`` (NVIDIA/nccl-tests @a0b82b2 ``doc/PERFORMANCE.md``):
 size in bytes, count of float32 elements, time in microseconds, algorithm and bus bandwidth in
 GB/s (decimal, 1e9 bytes/s, as nccl-tests prints). matplotlib is imported only by
 :func:`plot_busbw` (DESIGN.md: plots outside the core, ``pip install 'simcluster[plots]'``).

@@ -6,7 +6,7 @@ link of capacity ``c`` (1.0 = nominal) carries transfers whose rates sum to at m
 rates are max-min fair, found by progressive filling (water-filling): every transfer rises at one
 common rate, a link saturates when its transfers' rates reach its capacity, the transfers on it
 freeze and the others keep rising (Bertsekas and Gallager, *Data Networks*, 2nd ed., section
-6.5.2; SimGrid's flow model, reference/network.md sections 4.3 and 7.1 tier B). When a transfer
+6.5.2; SimGrid's flow model, simgrid/simgrid ``docs/source/Models.rst``). When a transfer
 arrives or leaves, the transfers connected to it through shared links are advanced to now,
 re-rated, and those whose rate changed have their completion re-planned in closed form. Latency is
 inside ``work_s`` and is shared like the rest: a stated simplification.

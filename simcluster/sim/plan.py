@@ -2,7 +2,7 @@
 
 Built once from a scenario by :mod:`.build` (or by hand in tests); the SimPy processes only walk
 it. Durations are seconds. A plan covers one representative DP replica per replica class
-(``GroupPlan``), each class with its multiplicity (symmetry, reference/network.md 7.2).
+(``GroupPlan``), each class with its multiplicity (symmetry; docs/des.md, "Symmetry").
 """
 
 from __future__ import annotations

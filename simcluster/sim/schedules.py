@@ -4,8 +4,7 @@ Each function returns, for one pipeline stage, the sequence of compute ops it ru
 ``SchedOp(kind, chunk, mb)`` with ``kind`` one of ``F`` (forward), ``B`` (full backward: input and
 weight gradients), ``Bi`` (input gradient only) and ``W`` (weight gradient only; ZB-H1). The
 engine runs them strictly in this order, each waiting for its pipeline dependency, so fill, drain
-and bubbles come out of the simulation. Orders follow the references of reference/network.md
-section 5:
+and bubbles come out of the simulation. Orders follow these references:
 
 - gpipe: all forwards, then all backwards (Huang et al., GPipe).
 - 1f1b: ``min(p-i-1, m)`` warm-up forwards, then one forward / one backward, then the cool-down

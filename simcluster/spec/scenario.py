@@ -187,7 +187,7 @@ class StragglerDegradeSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReliabilitySpec:
-    """Failures, recovery and spares (reference/failures.md; refined by the reliability engine)."""
+    """Failures, recovery and spares (docs/reliability.md)."""
 
     preset: str | None = spec_field(
         None, doc="reliability preset the rates came from (simcluster catalog reliability); the "

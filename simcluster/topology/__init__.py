@@ -7,8 +7,7 @@
 * :mod:`.metrics`: :class:`TopologySummary` with bisection bandwidth as a max-flow min cut.
 * :mod:`.render`: Graphviz DOT text.
 
-networkx is used at build time only; the simulation works on precomputed routes (network.md
-section 7.2 item 5).
+networkx is used at build time only; the simulation works on precomputed routes.
 """
 
 from simcluster.topology.collective_groups import double_binary_tree, gpu_vertex, ring_order

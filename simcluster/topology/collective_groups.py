@@ -75,7 +75,7 @@ def _distinct(ranks: Iterable[int]) -> list[int]:
 def double_binary_tree(n: int) -> tuple[list[int], list[int]]:
     """NCCL's two complementary binary trees over ``n`` nodes, as parent arrays (root: -1).
 
-    Tree 1 (``ncclGetBtree``, NCCL ``src/graph/trees.cc``; network.md section 1.5): rooted at 0;
+    Tree 1 (``ncclGetBtree``, NVIDIA/nccl @5067397 ``src/graph/trees.cc``): rooted at 0;
     a rank with lowest set bit ``bit`` has parent ``(rank ^ bit) | (bit << 1)``, or ``rank ^ bit``
     when that is ``>= n``. Tree 2 (``ncclGetDtree``) mirrors tree 1 for even ``n``
     (``parent2[r] = n-1-parent1[n-1-r]``, rooted at ``n-1``) and shifts it by one for odd ``n``

@@ -1,11 +1,12 @@
 """The node model of the link graph: GPUs, scale-up fabric, PCIe switches, CPU sockets and NICs.
 
 :func:`.graph.build_graph` calls this module once per node; :mod:`.fabric` adds the scale-out
-switches. Following network.md section 7.2 item 6, the graph is hierarchical: one NVSwitch vertex
-per node (or per NVLink domain), one PCIe switch vertex per ``gpus_per_pcie_switch`` GPUs, one
-root-complex vertex per CPU socket, one vertex per NIC. For ``scale_up.kind: pcie`` the GPU links
-are the host's PCIe links (``host.pcie_Bps``); ``scale_up.bandwidth_Bps`` and ``latency_s`` are
-then the end-to-end figures the analytical tier uses, not edges of the graph.
+switches. Like NCCL's own topology graph (``src/graph/topo.h``: GPU, PCI, NVS, CPU and NIC nodes),
+the graph is hierarchical: one NVSwitch vertex per node (or per NVLink domain), one PCIe switch
+vertex per ``gpus_per_pcie_switch`` GPUs, one root-complex vertex per CPU socket, one vertex per
+NIC. For ``scale_up.kind: pcie`` the GPU links are the host's PCIe links (``host.pcie_Bps``);
+``scale_up.bandwidth_Bps`` and ``latency_s`` are then the end-to-end figures the analytical tier
+uses, not edges of the graph.
 
 Vertices are tuples whose first item is the vertex kind, also stored as the ``kind`` attribute:
 

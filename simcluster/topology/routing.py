@@ -1,6 +1,8 @@
 """Deterministic routes on the link graph, and the bandwidth and latency of a route.
 
-GPU-to-GPU routes follow what NCCL does on such hardware (network.md sections 1.2, 1.6):
+GPU-to-GPU routes follow what NCCL does on such hardware (NVIDIA/nccl @5067397
+``src/graph/paths.cc``; rail-optimised fabrics as in NVIDIA's blog "Doubling all2all Performance
+with NVIDIA Collective Communication Library 2.12", 2022, Fig. 1):
 
 1. the scale-up fabric when both GPUs are on it (GPU -> NVSwitch -> GPU, or a direct NVLink bridge);
 2. otherwise, inside a node, the PCIe tree (GPU -> PCIe switch [-> CPU [-> CPU] -> PCIe switch]

@@ -23,18 +23,18 @@ def _script(tmp_path: Path, script: str, *args: str, block: str = "") -> subproc
 
 
 @pytest.mark.parametrize("script", ["fit_collectives.py", "fit_matmul.py"])
-def test_missing_published_yaml_is_one_line_and_exit_2(tmp_path: Path, script: str) -> None:
-    done = _script(tmp_path, script, "published.yaml")
+def test_missing_input_file_is_one_line_and_exit_2(tmp_path: Path, script: str) -> None:
+    done = _script(tmp_path, script, "measurements.yaml")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
-    assert done.stderr == f"{script}: published.yaml: not found (pass the path to published.yaml)\n"
+    assert done.stderr == f"{script}: measurements.yaml: not found (pass the path to the measurements file)\n"
 
 
 def test_fit_collectives_without_the_sweep_entry_exits_2(tmp_path: Path) -> None:
-    (tmp_path / "published.yaml").write_text("collective_communication: []\n")
-    done = _script(tmp_path, "fit_collectives.py", "published.yaml")
+    (tmp_path / "measurements.yaml").write_text("collective_communication: []\n")
+    done = _script(tmp_path, "fit_collectives.py", "measurements.yaml")
     assert done.returncode == 2
-    assert done.stderr.startswith("fit_collectives.py: published.yaml: no entry ")
+    assert done.stderr.startswith("fit_collectives.py: measurements.yaml: no entry ")
     assert done.stderr.count("\n") == 1
 
 
@@ -49,9 +49,9 @@ def test_plot_without_matplotlib_says_so_before_the_sweep(tmp_path: Path) -> Non
 
 
 def test_unreadable_input_is_one_line(tmp_path: Path) -> None:
-    (tmp_path / "published.yaml").write_text("single_gpu_kernels: []\n")
-    (tmp_path / "published.yaml").chmod(0)
-    done = _script(tmp_path, "fit_matmul.py", "published.yaml")
+    (tmp_path / "measurements.yaml").write_text("single_gpu_kernels: []\n")
+    (tmp_path / "measurements.yaml").chmod(0)
+    done = _script(tmp_path, "fit_matmul.py", "measurements.yaml")
     if done.returncode == 0:  # running as root: the file is readable anyway
         pytest.skip("permissions not enforced for this user")
     assert done.returncode == 2

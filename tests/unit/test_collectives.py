@@ -1,8 +1,9 @@
 """Tier A collectives: formula oracles, group placement, tuner and metamorphic properties.
 
-Oracles are reference/network.md section 7.4 item 1 (Thakur-Rabenseifner-Gropp 2005 costs,
-nccl-tests PERFORMANCE.md) applied to the raw, uncalibrated functions; properties (busbw
-invariance in n, monotonicity in size, more bandwidth never slower) run on the calibrated model.
+Oracles are the closed forms of Thakur, Rabenseifner and Gropp (IJHPCA 2005) and nccl-tests
+``doc/PERFORMANCE.md`` (ring all-reduce ``2(n-1)/n S/B + 2(n-1) alpha``), applied to the raw,
+uncalibrated functions; properties (busbw invariance in n, monotonicity in size, more bandwidth
+never slower) run on the calibrated model.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ TOPOLOGIES = ("dgx-a100-80gb", "dgx-h100", "dgx-b200", "gb200-nvl72", "box-2x309
               "box-4x3090ti-nvlink", "rtx-4090-8x-pcie")
 
 
-# --- raw formula oracles (network.md 7.4 item 1) ---------------------------------------------
+# --- raw formula oracles (Thakur et al. 2005; nccl-tests PERFORMANCE.md) --------------------
 
 def test_ring_allreduce_oracle() -> None:
     t = f.ring_allreduce_time_s(GiB, 8, 100e9, 5e-6)

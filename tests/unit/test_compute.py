@@ -99,7 +99,7 @@ def test_gemm_operator_is_a_roofline() -> None:
 
 
 def test_layer_flops_match_megatron_per_layer_count() -> None:
-    """Forward FLOPs of a GPT block = 24 b s h^2 + 4 b s^2 h (reference/network.md section 6.1)."""
+    """Forward FLOPs of a GPT block = 24 b s h^2 + 4 b s^2 h (the per-layer term of SC'21 Eq. 3)."""
     b, s, h = 2, 2048, 4096
     lt = compute.layer_times(GPT, A100, "bf16", b, s, tp=1)
     assert sum(o.flops for o in lt.operators) == pytest.approx(24 * b * s * h**2 + 4 * b * s**2 * h)

@@ -1,4 +1,4 @@
-"""FLOP counts against the published conventions (reference/network.md s6.1, calibration/README.md s5).
+"""FLOP counts against the published conventions (SC'21 Eq. 3, Korthikanti et al. 2022, Megatron-LM).
 
 Pins: per-layer sum with full recompute == Narayanan et al. SC'21 Eq. 3 exactly for every GPT-3
 preset; 4.51e18 FLOPs for GPT-3 175B at B=1536; Megatron code form vs 0.75 x Eq. 3 (1.0009);
@@ -59,13 +59,13 @@ def test_model_flops_equal_korthikanti_exactly(name: str) -> None:
 
 
 def test_gpt3_175b_iteration_is_4_51e18() -> None:
-    """network.md s6.1 derived check: l=96, h=12288, s=2048, V=51200, B=1536 -> 4.51e18 (3 digits)."""
+    """SC'21 Eq. 3 worked out: l=96, h=12288, s=2048, V=51200, B=1536 -> 4.51e18 (3 digits)."""
     ours = hardware_flops_per_iteration(model("gpt3-175b"), 1536, "full")
     assert ours == pytest.approx(4.51e18, rel=5e-3)
 
 
 def test_megatron_code_form_vs_sc21() -> None:
-    """network.md s6.1: Megatron code / (0.75 * SC'21 Eq. 3) = 1.0009 for GPT-3 175B (4 digits),
+    """Megatron code / (0.75 * SC'21 Eq. 3) = 1.0009 for GPT-3 175B (4 digits),
     i.e. (1 + s/(6h) + V/(12lh)) / (1 + s/(6h) + V/(16lh))."""
     m = model("gpt3-175b")
     s, _, h, V = shape(m)
@@ -79,7 +79,7 @@ def test_megatron_code_form_vs_sc21() -> None:
 @pytest.mark.parametrize("name", ["gpt3-175b", "llama-2-7b", "llama-2-70b", "llama-3-8b",
                                   "llama-3-405b", "bloom-176b"])
 def test_model_flops_equal_megatron_code_for_dense_models(name: str) -> None:
-    """Megatron ``num_floating_point_operations`` covers GQA and SwiGLU (network.md s6.1)."""
+    """Megatron ``num_floating_point_operations`` (``training.py``) covers GQA and SwiGLU."""
     m = model(name)
     assert model_flops_per_iteration(m, 64) == pytest.approx(megatron_flops(m, 64), rel=1e-12)
 
@@ -92,8 +92,8 @@ def test_mixtral_megatron_code_differs_by_router_only() -> None:
 
 
 def test_korthikanti_selective_counts_recompute_three_times() -> None:
-    """Korthikanti's s/(3h) adds 12*B*s^2*h per layer over model FLOPs; calibration/README.md s5
-    and this module add one attention-core forward, 4*B*s^2*h: a factor 3 apart."""
+    """Korthikanti's s/(3h) adds 12*B*s^2*h per layer over model FLOPs; this module adds one
+    attention-core forward, 4*B*s^2*h: a factor 3 apart."""
     m = model("gpt3-175b")
     B = 1536
     theirs = korthikanti_selective_hardware_flops(B, *shape(m)) - korthikanti_model_flops(
@@ -104,7 +104,7 @@ def test_korthikanti_selective_counts_recompute_three_times() -> None:
 
 
 def test_plain_gpt_layer_is_24bsh2_plus_4bs2h() -> None:
-    """network.md s6.1: per layer forward 24*b*s*h^2 + 4*b*s^2*h."""
+    """SC'21 Eq. 3, per layer forward: 24*b*s*h^2 + 4*b*s^2*h."""
     m = model("gpt3-175b")
     b, s, h = 4, m.seq_len, m.hidden
     layer = layer_forward_flops(m, b)

@@ -1,8 +1,8 @@
-"""Memory per GPU against published oracles (reference/network.md s6.2, s6.3; Megatron-LM
-``megatron/training/theoretical_memory_usage.py``; Korthikanti et al. 2022 Table 2).
+"""Memory per GPU against published oracles (Rajbhandari et al. SC'20, arXiv 1910.02054; Megatron-LM
+``megatron/training/theoretical_memory_usage.py``; Korthikanti et al. 2022, arXiv 2205.05198, Table 2).
 
 Korthikanti's rows are pinned with ``flash_attention=False`` (the paper stores the attention
-scores); the derived GPT-3 175B examples are stated to 3 significant digits in network.md.
+scores); the GPT-3 175B examples worked out from Table 2 are pinned to 3 significant digits.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def total(per: BytesPerParam) -> float:
     return per.weights + per.grads + per.optimizer
 
 
-# ZeRO and Megatron bytes per parameter (network.md s6.3) ---------------------------------------
+# ZeRO and Megatron bytes per parameter (Rajbhandari et al. SC'20; Megatron-LM) -----------------
 
 
 @pytest.mark.parametrize(("stage", "expected_GB"), [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])
@@ -78,18 +78,18 @@ def test_zero_stage_out_of_range() -> None:
         zero_bytes_per_param(4, 8, bytes_per_param("bf16"))
 
 
-# Activations (Korthikanti et al. 2022 Table 2; network.md s6.2) --------------------------------
+# Activations (Korthikanti et al. 2022 Table 2) -------------------------------------------------
 
 
 def test_gpt3_175b_layer_without_parallelism_is_2_87_GB() -> None:
-    """network.md s6.2 derived example: s=2048, b=1, h=12288, a=96 -> 2.87 GB (3 digits)."""
+    """Table 2, no parallelism, worked out: s=2048, b=1, h=12288, a=96 -> 2.87 GB (3 digits)."""
     got = layer_activation_bytes(gpt3_175b(), 1, 2048, 1, False, "none", flash_attention=False)
     assert got == 2048 * 12288 * (34 + 5 * 96 * 2048 / 12288)
     assert got / 1e9 == pytest.approx(2.87, abs=0.005)
 
 
 def test_gpt3_175b_layer_tp8_sp_selective_is_107_MB() -> None:
-    """network.md s6.2 derived example: t=8, SP, selective -> 34*sbh/t = 107 MB (3 digits)."""
+    """Table 2, TP + SP + selective, worked out: t=8 -> 34*sbh/t = 107 MB (3 digits)."""
     got = layer_activation_bytes(gpt3_175b(), 1, 2048, 8, True, "selective", flash_attention=False)
     assert got == 34 * 2048 * 12288 / 8
     assert got / 1e6 == pytest.approx(107, abs=0.5)
@@ -163,7 +163,7 @@ def test_mixtral_mlp_activations_scale_with_top_k() -> None:
     assert diff == 6 * s * 14336  # one more expert's activation and down-projection inputs
 
 
-# Pipeline in-flight micro-batches (network.md s5) -----------------------------------------------
+# Pipeline in-flight micro-batches (Megatron-LM schedules.py) -----------------------------------
 
 
 def test_1f1b_stage0_holds_p_and_last_holds_1() -> None:

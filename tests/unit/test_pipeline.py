@@ -1,4 +1,4 @@
-"""Pipeline closed forms: reference/network.md section 7.4 item 10 exactly, plus properties."""
+"""Pipeline closed forms exactly (SC'21 section 2.2; the zero-bubble README), plus properties."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Closed forms of ``simcluster.perf.reliability`` against their published values.
 
 Young 1974, Daly 2006 (Figs 3-5 captions: 117, 57 and 9.1 min for delta = 5 min, R = 10 min),
-Kokolis et al. 2025 E[ETTR] (0.931 and 0.676 as derived in reference/failures.md s1.2) and the
-checkpoint sizes of reference/failures.md s2.4 (70B: 0.98 TB, 405B: 5.67 TB at 14 B/param).
+Kokolis et al. 2025 E[ETTR] (arXiv 2410.21680; 0.931 and 0.676 worked out by hand below) and the
+checkpoint sizes at 14 B/param, ZeRO's 16 bytes of model state less the 16-bit gradients
+(Rajbhandari et al. SC'20 section 3.1; 70B: 0.98 TB, 405B: 5.67 TB).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""DES pipeline schedules against the closed forms of reference/network.md section 5.
+"""DES pipeline schedules against the closed forms of ``perf.pipeline`` (SC'21 section 2.2; ZB-H1).
 
 With equal stages, zero communication and no contention the simulated bubble must equal
 ``perf.pipeline.bubble_time_s`` exactly (up to float rounding): (p-1)/(m+p-1) of the step for

@@ -1,7 +1,7 @@
 """Oracles for survivors of the mutmut benchmark (benchmarks/README.md, "Mutation score"): each
 checks a formula by hand where the suite did not, at a point that separates it from the mutant.
 
-Sources: reference/failures.md s2.3 (first-order waste), Kokolis et al. HPCA 2025 (E[ETTR]),
+Sources: the first-order waste of Young (CACM 1974), Kokolis et al. HPCA 2025 (E[ETTR]),
 the zero-bubble pipeline README (ZB-H1 bubble ``(p-1)(T_F + T_B - T_W)``).
 """
 

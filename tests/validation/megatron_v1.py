@@ -1,12 +1,12 @@
 """Megatron-LM v1 (September 2020) scaling runs as simcluster scenarios: measured iteration times.
 
 Source: NVIDIA/Megatron-LM README scaling tables of September 2020 (``images/tables.tex`` @5281919,
-present until @23632ee5), as transcribed in the project's published.yaml (docs/catalog.md) (ids below): GPT-2
-style models (vocabulary 51,200, sequence 1024, FFN 4h) with tensor parallelism inside one DGX-2
-(16 x V100, batch 8) or one DGX A100 (batch 16), and 128-way data parallelism of the A100 runs
-(global batch 2048). Every row publishes its iteration time, so the comparison is in seconds
-(calibration/README.md section 9, rule 1); the published TFLOP/s match the SC'21 Eq. 3 with the
-recompute pass, so the runs used activation checkpointing.
+present until @23632ee5; ids below, docs/catalog.md): GPT-2 style models (vocabulary 51,200,
+sequence 1024, FFN 4h) with tensor parallelism inside one DGX-2 (16 x V100, batch 8) or one DGX
+A100 (batch 16), and 128-way data parallelism of the A100 runs (global batch 2048). Every row
+publishes its iteration time, so the comparison is in seconds, never through a FLOP convention; the
+published TFLOP/s match the SC'21 Eq. 3 with the recompute pass, so the runs used activation
+checkpointing.
 
 Fixed for every row: ``--fp16``, full recompute (``--checkpoint-activations`` in the README's
 example arguments), no flash attention, no gradient-accumulation fusion (one micro-batch per

@@ -1,11 +1,10 @@
 """SC'21 Megatron-LM configurations as simcluster scenarios, and the paper's FLOP convention.
 
 Source: Narayanan et al., "Efficient Large-Scale Language Model Training on GPU Clusters Using
-Megatron-LM", SC'21 (arXiv 2104.04473), Table 1 (weak scaling) and Table 2 (PTD vs ZeRO-3), as
-transcribed in the project's published.yaml (docs/catalog.md; ids below). Published numbers are
-TFLOP/s per GPU
-under the paper's Eq. 3 (hardware FLOPs with full recompute); the comparison converts simcluster's
-iteration time with that same formula (calibration/README.md section 9).
+Megatron-LM", SC'21 (arXiv 2104.04473), Table 1 (weak scaling) and Table 2 (PTD vs ZeRO-3) (ids
+below, docs/catalog.md). Published numbers are TFLOP/s per GPU under the paper's Eq. 3 (hardware
+FLOPs with full recompute); the paper gives no iteration time, so the comparison converts
+simcluster's iteration time with that same formula.
 
 Run settings per row come from the authors' own reproduction scripts, NVIDIA/Megatron-LM
 ``examples/sc21/run_table_1.sh`` (@cf547dea and @79a3bb6b, identical settings): micro-batch size,

@@ -1,10 +1,10 @@
-"""Tier A collectives against published nccl-tests numbers (calibration/published.yaml).
+"""Tier A collectives against published nccl-tests numbers (ids and their sources: docs/catalog.md).
 
-Every test names its published.yaml entry id and its tolerance. The measured values are copied here
+Every test names its source id and its tolerance. The measured values are copied here
 with their ids; nothing outside the repository is read (the copies were checked against the
 calibration entries on 2026-11-26, when that check left the suite). busbw follows nccl-tests
-(calibration/README.md section 7). Plateaus are evaluated at 16 GiB (the GTC slides state no size;
-calibration/README.md section 7: saturation needs >= 512 MiB on one node, >= 1 GiB across nodes).
+``doc/PERFORMANCE.md``. Plateaus are evaluated at 16 GiB (the GTC slides state no size; the 8xA100
+sweep below levels off only from 512 MiB, and nccl-tests#212: "256M is too small to reach peak").
 
 Groups come from :func:`comm_group` on the catalog topologies: one node = size 8, stride 1;
 multi-node = 4 nodes x 8 ranks (the GTC multi-node slides used 32 GPUs).
@@ -29,7 +29,7 @@ SWEEP = [(32768, 1.31), (65536, 2.45), (131072, 4.43), (262144, 7.47), (524288, 
          (268435456, 194.07), (536870912, 222.72), (1073741824, 229.04), (2147483648, 231.41),
          (4294967296, 233.88), (8589934592, 234.61), (17179869184, 234.89)]
 
-#: (published.yaml id, value key, GB/s, topology, group size, algo)
+#: (source id, value key, GB/s, topology, group size, algo)
 PLATEAUS = [
     ("gtc25_allreduce_busbw_NVLink3_A100_8_GPUs", "busbw_GBps", 232, "dgx-a100-80gb", 8, "auto"),
     ("gtc24_allreduce_busbw_NVLink3_A100", "busbw_GBps", 232, "dgx-a100-80gb", 8, "auto"),
@@ -67,7 +67,8 @@ def test_8xa100_sweep(size_B: int, busbw: float) -> None:
 
 
 def test_8xa100_small_message_latency() -> None:
-    """network.md 7.4 item 3: 1 KB all-reduce latency ~45 us (Azure ND A100 v4) within 30 %."""
+    """1 KB all-reduce latency ~45 us within 30 %: Azure/AI-benchmarking-guide @8fd0c6e, ND A100 v4,
+    busbw 0.04 GB/s at 1 KiB, so t = 1024 x 2(n-1)/n / busbw = 45 us."""
     group = comm_group(load_topology("dgx-a100-80gb"), 8, 1)
     assert collective_time("all_reduce", 1024, group).time_s == pytest.approx(45e-6, rel=0.30)
 
@@ -80,7 +81,7 @@ def test_gtc_plateaus(entry: str, key: str, busbw: float, topo: str, size: int, 
 
 
 def test_ndr_per_nic() -> None:
-    """nccl_maintainer_ndr_per_nic: 46-48 GB/s per 400G NDR NIC (network.md 7.4 item 7 widens the
-    range to 46-49 with nccl-tests#267): 2 nodes x 1 GPU, ring, large message."""
+    """nccl_maintainer_ndr_per_nic: 46-48 GB/s per 400G NDR NIC (nccl-tests#290; #267's "48-49GB/s
+    per NIC" widens the range to 46-49): 2 nodes x 1 GPU, ring, large message."""
     predicted = _busbw_GBps("dgx-h100", 2, PLATEAU_BYTES, "ring", stride=8)
     assert 46.0 <= predicted <= 49.0

@@ -1,6 +1,6 @@
 """Tier C (per-chunk SimPy) against Tier B (flow-level max-min), and Tier B against Tier A.
 
-Reference/network.md section 7.4 item 9: Tier B must equal the hand-computed max-min allocation
+docs/collectives.md ("Tier B", "Tier C"): Tier B must equal the hand-computed max-min allocation
 exactly (tests/unit/test_flows_contention.py) and Tier C must be within 5 % of Tier B. Tier B
 against Tier A: uncontended rings at 4 GiB, within 1 % on one node (the same bandwidth term and,
 by construction, the same latency terms) and 3.5 % across nodes, where Tier A takes the flat-ring
@@ -79,7 +79,7 @@ def test_tier_c_within_5_percent_of_tier_b(name: str, topo: TopologySpec, nodes:
 
 
 def test_tier_c_single_chunk_ring_is_the_alpha_beta_step_count() -> None:
-    """C = 1, one chunk per rank: 2(n-1) steps of one chunk each (network.md 7.4 item 1, no alpha)."""
+    """C = 1, one chunk per rank: 2(n-1) steps of one chunk each (Thakur et al. 2005's ring, no alpha)."""
     topo = load_topology("dgx-a100-80gb")
     nbytes = 8 * 512 * 1024
     assert loop_chunks(nbytes, 8, 512 * 1024) == [512 * 1024]

@@ -1,11 +1,11 @@
-"""Kernel and single-layer timings against mli/transformers-benchmarks (calibration/published.yaml).
+"""Kernel and single-layer timings against mli/transformers-benchmarks (README @3370b2b, notebooks).
 
 Sources: entries ``mli_matmul_*``, ``mli_microbench_summary_*``, ``mli_bert_large_layer_3090ti_*``,
 ``mli_gpt2_medium_block_3090ti_*`` (PyTorch 1.13, CUDA 11.7, fp16, one GPU). The measured values are
 copied here with their entry ids; nothing outside the repository is read (the copies were checked
 against the calibration entries on 2026-11-26, when that check left the suite).
 
-FLOP conventions (calibration/README.md section 5.3): matmul TFLOP/s = 2n^3/t; layer forward =
+FLOP conventions (mli/transformers-benchmarks' own): matmul TFLOP/s = 2n^3/t; layer forward =
 24bsh^2 + 4bs^2h, forward + backward = 3x forward. The HF layers run unfused attention (no flash), so
 predictions use ``attention="math"``.
 

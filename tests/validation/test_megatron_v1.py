@@ -1,8 +1,8 @@
 """Validation against the Megatron-LM v1 README scaling tables (Sept 2020): measured iteration times.
 
-Source rows: the project's published.yaml (docs/catalog.md) ``megatron_v1_*`` (copied into ``megatron_v1.py``
-with their ids; NVIDIA/Megatron-LM ``images/tables.tex`` @5281919). Comparison: iteration time in
-seconds, directly (calibration/README.md section 9, rule 1). Tolerance: 10% per run, the bar of the
+Source rows: NVIDIA/Megatron-LM ``images/tables.tex`` @5281919, ids ``megatron_v1_*`` (copied into
+``megatron_v1.py``; docs/catalog.md). Comparison: iteration time in seconds, directly (every row
+publishes one). Tolerance: 10% per run, the bar of the
 SC'21 validation, with both engines. Known misses are strict xfails.
 """
 

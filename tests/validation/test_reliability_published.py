@@ -1,4 +1,4 @@
-"""The horizon engine against published reliability numbers (reference/failures.md section 5).
+"""The horizon engine against published reliability numbers (each item names its source).
 
 1. Daly 2006 (FGCS 22(3)): Eq. 9 expected wall time at fixed interval, within 1% and within
    3 standard errors; simulated optimum within 10% of Daly's 117, 57 and 9.1 min (delta = 5 min,
@@ -6,7 +6,7 @@
    ``a/tau + b + c tau + d tau^2 + e tau^3`` (the Taylor form of Eq. 9) to the simulated means on a
    grid of +-50% around it, with common random numbers across the grid.
 2. Young's limit (delta/M = 1e-3): simulated optimum within 5% of sqrt(2 delta M).
-3. Llama 3 (arXiv 2407.21783 s3.3.4, Table 5; calibration/published.yaml
+3. Llama 3 (arXiv 2407.21783 s3.3.4, Table 5; source id
    ``llama3_405b_54day_interruptions``): 419 unexpected interruptions in 54 days on 2048 nodes
    (mean within 1%, ~95% of replicas in the Poisson band [379, 459], class counts pass a
    chi-square test against Table 5's counts), 466 with planned ones, effective training time > 90%.
@@ -156,7 +156,7 @@ def test_llama3_first_order_ett(restart_min: float, first_order: float, toleranc
     """2048 nodes, 419 + 47 interruptions in 54 days, tau = 10 min, blocking 0, R in total.
 
     Checked against Daly's renewal form (Eq. 9 per unit work, times the planned restarts' share)
-    within 0.005, and against the first-order figure of reference/failures.md s5.4. At R = 30 min
+    within 0.005, and against the first-order figure 1 - 466 (tau/2 + R) / 54 days. At R = 30 min
     the first-order 0.79 is pessimistic by ~0.02: it charges every interruption tau/2 + R, while a
     failure during a restart costs only the restart done so far (Daly's e^{R/M} term).
     """

@@ -2,12 +2,12 @@
 
 Both engines (the discrete-event simulation and the closed-form model) are held to the same bar.
 
-Source rows: the project's published.yaml (docs/catalog.md) ``sc21_table1_*`` and
-``sc21_table2_*`` (copied into
-``sc21.py`` with their ids). Comparison: simcluster's iteration time converted to TFLOP/s per GPU
-with the paper's Eq. 3 (calibration/README.md section 9). Tolerance: 10% per configuration, 5% on
-the median (issue 3). Rows the model misses today are strict xfails, so that an improvement that
-brings one inside the tolerance fails the run until the mark is removed.
+Source rows: SC'21 Tables 1 and 2, ids ``sc21_table1_*`` and ``sc21_table2_*`` (copied into
+``sc21.py`` with their ids; docs/catalog.md). Comparison: simcluster's iteration time converted to
+TFLOP/s per GPU with the paper's Eq. 3 (the paper publishes TFLOP/s, not iteration times).
+Tolerance: 10% per configuration, 5% on the median (issue 3). Rows the model misses today are
+strict xfails, so that an improvement that brings one inside the tolerance fails the run until the
+mark is removed.
 """
 
 from __future__ import annotations
