@@ -1,4 +1,4 @@
-"""Benchmark: Monte Carlo of a 54-day, 16,384-GPU run with failures (DESIGN.md s5: < 10 s on 2 cores).
+"""Benchmark: Monte Carlo of a 54-day, 16,384-GPU run with failures (target: < 10 s on 2 cores).
 
 Runs ``scenarios/llama3-405b-16k-h100.yaml`` with ``reliability.horizon_days=54`` (2048 nodes, the
 Llama 3 failure rate and class mix, 47 planned interruptions, async checkpoints every 5 min) for

@@ -2,7 +2,7 @@
 
 Stream identity is ``(seed, replication, stream name, component id)``: adding a component or a new
 stream never shifts anyone else's draws, and the same identity gives the same Generator bit for bit.
-No global RNG is ever seeded or used (STYLE.md habit 6).
+No global RNG is ever seeded or used.
 """
 
 from __future__ import annotations

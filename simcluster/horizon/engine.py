@@ -1,6 +1,6 @@
 """The SimPy horizon engine: two thin processes over the job's state machine.
 
-Build -> wire -> run -> collect (STYLE.md habit 4): ``run_simpy`` builds the environment, wires a
+Build -> wire -> run -> collect: ``run_simpy`` builds the environment, wires a
 ``job`` process and an ``injector`` process, runs until the job ends and collects its record. The
 job process sequences phases (it yields a timeout until the phase ends); the injector delivers each
 random event of the sample path as ``job.interrupt(event)``; the machine does all the arithmetic.

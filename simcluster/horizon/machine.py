@@ -3,7 +3,7 @@
 Both engines drive this one machine: the SimPy engine (``engine.py``) yields a timeout until
 ``phase_end_s`` and delivers random events as ``process.interrupt(cause)``; the fast engine
 (``fast.py``) does the same in a plain loop. The machine does the bookkeeping; the engines only
-sequence (STYLE.md habit 4).
+sequence.
 
 Phases (docs/reliability.md, "The model"): RUN (progress at rate capacity/slowdown) -> BLOCK (checkpoint
 stall, including waiting for the previous persist: one host buffer) -> RUN ... On a failure:

@@ -56,7 +56,7 @@ def _ci95(values: np.ndarray) -> float:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReliabilityResult:
-    """Monte Carlo summary of a reliability simulation (DESIGN.md s3.1 output fields).
+    """Monte Carlo summary of a reliability simulation (output fields: docs/reliability.md, "Outputs").
 
     ``records`` are kept for analysis; ``to_dict`` gives the JSON fields. ``work_s`` is the useful
     work of the whole run; when a horizon cuts the replicas short, time to train is extrapolated

@@ -1,7 +1,7 @@
 """Observation of simulations: a time ledger, flat records and pluggable tracers.
 
 ``sim/`` talks only to the :class:`~.tracer.Tracer` protocol (``NullTracer`` by default) and to a
-:class:`~.ledger.Ledger`; nothing here knows about SimPy (STYLE.md habit 7).
+:class:`~.ledger.Ledger`; nothing here knows about SimPy (observation is injected).
 """
 
 from simcluster.observe.ledger import CATEGORIES, Ledger

@@ -1,6 +1,6 @@
 """A ledger of exposed time per category: what one GPU's timeline spent its step on.
 
-The categories are those of ``time_breakdown_s`` (DESIGN.md 3.3). The ledger only adds up; which
+The categories are those of ``time_breakdown_s`` (docs/metrics.md). The ledger only adds up; which
 interval belongs to which category is decided by the caller (``sim/collect.py``). Conservation
 (categories sum to the elapsed time) is checked by :meth:`Ledger.gap_s`, not assumed.
 """

@@ -2,7 +2,7 @@
 
 Chrome trace event format (the JSON that ui.perfetto.dev and chrome://tracing load): complete
 spans are ``X`` events with ``ts``/``dur`` in microseconds, process and thread names are ``M``
-metadata events, counters are ``C`` events, instants are ``i`` (STYLE.md habit 7). Here
+metadata events, counters are ``C`` events, instants are ``i``. Here
 ``pid`` is a pipeline stage (of one replica class) and ``tid`` a stream.
 """
 

@@ -1,7 +1,7 @@
 """Closed forms for pipeline-parallel schedules: bubble, step time, in-flight micro-batches.
 
 Equal stages, zero communication. These are the oracles the discrete-event pipeline must reproduce
-when it runs without contention (DESIGN.md section 2), and the fast estimate used to prune sweeps.
+when it runs without contention (docs/architecture.md), and the fast estimate used to prune sweeps.
 Formulas: Narayanan et al. SC'21 (arXiv 2104.04473) section 2.2 for gpipe, 1f1b and interleaved;
 Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR 2024) and the sail-sg/zero-bubble-pipeline-parallelism
 README for zb-h1; each function names its own.

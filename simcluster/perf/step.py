@@ -69,7 +69,7 @@ from simcluster.spec.scenario import Scenario
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TimeBreakdown:
-    """Exposed seconds per category on the critical path (DESIGN.md 3.3); sums to the step."""
+    """Exposed seconds per category on the critical path (docs/metrics.md); sums to the step."""
 
     compute: float = 0.0
     tp_comm: float = 0.0

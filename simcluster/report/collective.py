@@ -3,7 +3,7 @@
 A row follows nccl-tests ``all_reduce_perf`` (NVIDIA/nccl-tests @a0b82b2 ``doc/PERFORMANCE.md``):
 size in bytes, count of float32 elements, time in microseconds, algorithm and bus bandwidth in
 GB/s (decimal, 1e9 bytes/s, as nccl-tests prints). matplotlib is imported only by
-:func:`plot_busbw` (DESIGN.md: plots outside the core, ``pip install 'simcluster[plots]'``).
+:func:`plot_busbw` (plots stay outside the core: ``pip install 'simcluster[plots]'``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One run of a scenario: the step, memory, throughput, MFU and cost, as a flat result.
 
 ``simulate`` is the library entry point behind ``simcluster run``; the result converts to the plain
-dict of DESIGN.md section 3.3 (``RunResult.to_dict``).
+dict of docs/metrics.md (``RunResult.to_dict``).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class RunResult:
     reliability: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """The output fields of DESIGN.md section 3.3 as plain JSON-ready values."""
+        """The output fields of docs/metrics.md as plain JSON-ready values."""
         s, step = self.scenario, self.step
         gpus = s.cluster.gpus
         t = step.iteration_time_s

@@ -1,6 +1,6 @@
 """Wiring in one place: build the components of a step plan, start their processes, run, collect.
 
-desmod's explicit phases (STYLE.md habit 4): :func:`build` creates the environment and the
+desmod's explicit phases: :func:`build` creates the environment and the
 components, :func:`wire` starts one compute-stream process per (replica class x stage) and one DP
 stream per stage, :func:`run_plan` runs to completion and checks that every stream finished (a
 schedule that deadlocks is an error, not a short step).

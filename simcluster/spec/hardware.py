@@ -269,7 +269,7 @@ class ScaleOutSpec:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopologySpec:
-    """A node design and how nodes are joined (DESIGN.md section 3.2)."""
+    """A node design and how nodes are joined (docs/scenarios.md, topology files)."""
 
     schema: str = spec_field("simcluster/topology/v1", choices=("simcluster/topology/v1",))
     name: str = spec_field("custom")

@@ -1,6 +1,6 @@
 """The scenario: model, cluster, parallel layout, precision, training run, reliability and cost.
 
-Schema ``simcluster/scenario/v1`` (DESIGN.md section 3.1). The data-parallel degree is derived from
+Schema ``simcluster/scenario/v1`` (docs/scenarios.md). The data-parallel degree is derived from
 the GPU count; every consistency rule that involves several sections lives in :mod:`.checks`.
 """
 
@@ -382,7 +382,7 @@ def _catalog_node_price(topology: TopologySpec | None) -> float:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Scenario:
-    """A complete, resolved scenario (DESIGN.md section 3.1)."""
+    """A complete, resolved scenario (docs/scenarios.md)."""
 
     schema: str = spec_field(SCENARIO_SCHEMA, choices=(SCENARIO_SCHEMA,))
     name: str = spec_field("scenario")

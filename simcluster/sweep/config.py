@@ -36,7 +36,7 @@ from simcluster.sweep.space import AXES, DEFAULT_MAX_VIRTUAL_STAGES, LAYOUT_KEYS
 OBJECTIVES = {"step_time_s": False, "tokens_per_s": True, "mfu": True,
               "time_to_train_days": False, "cost_usd": False, "capital_usd": False,
               "goodput_time_to_train_days": False}
-#: The objective names of DESIGN.md 3.3 (``--objective time|cost|goodput``).
+#: The objective names of docs/sweep.md (``--objective time|cost|goodput``).
 ALIASES = {"time": "time_to_train_days", "cost": "cost_usd",
            "goodput": "goodput_time_to_train_days"}
 LAYOUT_MODES = ("search", "fixed")

@@ -56,7 +56,7 @@ def test_chrome_tracer_writes_perfetto_json(tmp_path: Path) -> None:
 
 
 def test_null_tracer_accepts_everything_and_changes_nothing() -> None:
-    """Observation is injected (STYLE.md habit 7): the NullTracer keeps no state, and a step
+    """Observation is injected (by the caller): the NullTracer keeps no state, and a step
     traced by it, by a ChromeTracer or by none has the same event log and times."""
     tracer = NullTracer()
     calls = (tracer.name_process(0, "x", 0), tracer.name_thread(0, 0, "x"),

@@ -65,7 +65,8 @@ NOTES = re.compile("|".join([r"reference/" + r"(?:failures|network)\.md",
                              r"\b(?:failures|network)" + r"\.md\b",
                              "NEW_SPEC_" + "FIELDS",
                              r"calibration/" + r"README\.md",
-                             r"\bpublished" + r"\.yaml\b"]), re.IGNORECASE)
+                             r"\bpublished" + r"\.yaml\b",
+                             r"\b(?:DESIGN|STYLE)" + r"\.md\b"]), re.IGNORECASE)
 #: A repository-relative path of the kinds the project cites (not part of a longer path or URL).
 REPO_PATH = re.compile(r"(?<![\w./@-])((?:docs|scenarios|topologies|analysis)/[\w./*<>{}\[\]-]+?"
                        r"\.(?:md|yaml|py))(?![\w/-])")

@@ -17,7 +17,7 @@ def test_to_si(value: float, suffix: str, si: float) -> None:
 
 
 def test_tflops_is_decimal_not_binary() -> None:
-    # STYLE.md: never 2**40 for TFLOP/s.
+    # decimal prefixes: never 2**40 for TFLOP/s.
     assert units.to_si(1, "TFLOPS") == 1e12
 
 
