@@ -157,6 +157,11 @@ LLAMA3_CLASSES: dict[str, tuple[int, float, str, int, bool, bool]] = {
 }
 
 
+#: The Llama 3 classes of the scale-out path (NIC; ToR switch or cable): a one-node job, which sends
+#: nothing over the fabric, leaves them out, as it does classes marked ``fabric: true``.
+LLAMA3_FABRIC = ("nic", "network")
+
+
 def default_classes(rate_per_node_s: float, watchdog_s: float) -> tuple[FailureClass, ...]:
     """The Llama 3 Table 5 mix at a total rate of ``rate_per_node_s``."""
     total = sum(row[0] for row in LLAMA3_CLASSES.values())
@@ -176,7 +181,8 @@ def failure_classes(rel: ReliabilitySpec, nodes: int = 1) -> tuple[FailureClass,
     watchdog = float(rel.watchdog_timeout_s)
     shape = rel.weibull_shape if rel.inter_arrival == "weibull" else None
     if not rel.classes:
-        out = [_with_shape(c, shape) for c in default_classes(rate, watchdog)]
+        out = [_with_shape(c, shape) for c in default_classes(rate, watchdog)
+               if not (nodes == 1 and c.name in LLAMA3_FABRIC)]
     else:
         out = []
         for name, spec in rel.classes.items():

@@ -20,7 +20,13 @@ from hypothesis import strategies as st
 
 from simcluster.errors import SpecError
 from simcluster.horizon import simulate_config
-from simcluster.horizon.config import JOB_CLASS, horizon_config, lemon_factor
+from simcluster.horizon.config import (
+    JOB_CLASS,
+    LLAMA3_CLASSES,
+    LLAMA3_FABRIC,
+    horizon_config,
+    lemon_factor,
+)
 from simcluster.spec import load_scenario
 from simcluster.spec.scenario import FailureClassSpec, ReliabilitySpec, Scenario
 
@@ -113,15 +119,20 @@ def _with_rel(nodes: int, **keys: object) -> Scenario:
 def test_job_failures_do_not_grow_with_the_job(nodes: int, job_rate: float, frac: float,
                                                mult: float) -> None:
     """Property: the job's failure rate is the per-node classes x nodes x the lemon factor, plus the
-    job-level rate whatever the node count; lemons raise only node-replacing classes."""
+    job-level rate whatever the node count; lemons raise only node-replacing classes; a one-node
+    job leaves out the Llama 3 mix's fabric classes (nic, network)."""
     s = _with_rel(nodes, failure_rate_per_node_day=1e-3, job_failures_per_day=job_rate,
                   lemon_fraction=frac, lemon_multiplier=mult)
     cfg = horizon_config(s, 1.0)
     rel = s.reliability
     assert rel is not None
-    shares = sum(c.rate_per_node_s for c in cfg.classes if c.replace and c.name != JOB_CLASS)
-    in_place = 1e-3 / DAY - shares / lemon_factor(rel)
-    expected = nodes * (shares + in_place) + job_rate / DAY
+    total = sum(row[0] for row in LLAMA3_CLASSES.values())
+    present = {n: row for n, row in LLAMA3_CLASSES.items()
+               if not (nodes == 1 and n in LLAMA3_FABRIC)}  # a one-node job: no fabric classes
+    replaced = sum(row[0] for row in present.values() if row[4]) / total
+    in_place = sum(row[0] for row in present.values() if not row[4]) / total
+    per_node = 1e-3 / DAY * (replaced * lemon_factor(rel) + in_place)
+    expected = nodes * per_node + job_rate / DAY
     assert cfg.failure_rate_s == pytest.approx(expected, rel=1e-9)
     job = [c for c in cfg.classes if c.name == JOB_CLASS]
     assert len(job) == (1 if job_rate > 0 else 0)
