@@ -328,12 +328,13 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
     gpus_per_node = scenario.cluster.topology.gpus_per_node
     per_replica = max(1, (par.tp * par.pp * par.cp) // gpus_per_node)
     params = float(count_params(scenario.model).total)
+    restart = rel.restart_s + float(rel.init_per_node_s) * nodes
     return HorizonConfig(
         nodes=nodes, work_s=work_s(scenario, step_s),
         horizon_s=math.inf if rel.horizon_s is None else rel.horizon_s, step_s=step_s,
         classes=failure_classes(rel, nodes), planned_per_s=rel.planned_per_day / DAY_S,
         maintenance_s=float(rel.maintenance_s), diagnose_s=rel.diagnose_s,
-        restart_s=rel.restart_s + float(rel.init_per_node_s) * nodes,
+        restart_s=restart,
         warmup_s=float(rel.warmup_s), spares=rel.spares, replace_s=rel.replace_s,
         repair_median_s=float(rel.repair_median_s),
         repair_sigma=float(rel.repair_sigma),
@@ -341,14 +342,15 @@ def horizon_config(scenario: Scenario, step_s: float, *, interval_s: float | Non
         checkpoint=checkpoint_plan(ck, params, step_s, default_snapshot_s(scenario, params),
                                    nodes=nodes),
         stragglers=straggler_plan(rel), infant_mortality=bool(rel.infant_mortality),
-        rejoin_s=rejoin_s(scenario, params), graceful_eviction=rel.straggler_eviction == "graceful")
+        rejoin_s=rejoin_s(scenario, params, restart), graceful_eviction=rel.straggler_eviction == "graceful")
 
 
-def rejoin_s(scenario: Scenario, params: float) -> float:
+def rejoin_s(scenario: Scenario, params: float, restart_s: float) -> float:
     """The pause of an elastic job when its replacement nodes rejoin: ``elastic_rejoin_s``, else a
-    restart of every worker (TorchElastic restarts all workers on a membership change: PyTorch
-    docs, torchrun "Membership Changes") with its warm-up, plus the new replicas copying each GPU's
-    checkpoint shard over the GPU's share of its node's NICs."""
+    restart of every worker (``restart_s``, with its per-node growth; TorchElastic restarts all
+    workers on a membership change: PyTorch docs, torchrun "Membership Changes") with its warm-up,
+    plus the new replicas copying each GPU's checkpoint shard over the GPU's share of its node's
+    NICs."""
     rel = scenario.reliability or ReliabilitySpec()
     if rel.elastic_rejoin_s is not None:
         return float(rel.elastic_rejoin_s)
@@ -357,5 +359,4 @@ def rejoin_s(scenario: Scenario, params: float) -> float:
     out = topo.scale_out
     share_Bps = out.nic_Bps * out.nics_per_node / topo.gpus_per_node
     copy_s = shard / share_Bps if share_Bps > 0 else 0.0
-    restart = rel.restart_s + float(rel.init_per_node_s) * scenario.cluster.nodes
-    return restart + float(rel.warmup_s) + copy_s
+    return restart_s + float(rel.warmup_s) + copy_s

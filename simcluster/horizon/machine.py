@@ -128,15 +128,10 @@ class JobMachine:
                 self._run(t)
         elif phase is Phase.BLOCK:
             self._snapshot(t)
-        elif phase is Phase.SAVE:
-            if self.save_on_maintenance:
-                self.durable_p = self.mem_p = self.snap_p = self.persist_req_p = self.progress_s
-                self.save_on_maintenance = False
-            self._wait(t)
         elif phase is Phase.DETECT:
             self._enter(Phase.DIAGNOSE, t, self.cfg.diagnose_s)
-        elif phase in (Phase.DIAGNOSE, Phase.MAINTAIN):
-            if phase is Phase.MAINTAIN and self.save_on_maintenance:
+        elif phase in (Phase.DIAGNOSE, Phase.MAINTAIN, Phase.SAVE):
+            if phase is not Phase.DIAGNOSE and self.save_on_maintenance:  # the graceful save
                 self.durable_p = self.mem_p = self.snap_p = self.persist_req_p = self.progress_s
             self._wait(t)
         elif phase is Phase.WAIT:

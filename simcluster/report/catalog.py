@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from simcluster import catalog
+from simcluster.horizon.config import DAY_S, failure_classes
 from simcluster.perf.kernels import attention
 from simcluster.perf.params import count_params
 from simcluster.report.table import format_table
@@ -10,6 +11,7 @@ from simcluster.spec import schema
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.loader import load_topology
 from simcluster.spec.model import ModelSpec
+from simcluster.spec.scenario import ReliabilitySpec
 from simcluster.units import GB, GiB
 
 
@@ -69,25 +71,23 @@ def stacks_table() -> str:
 
 def reliability_table() -> str:
     """One row per reliability preset: its rates, lemon nodes and the job MTTF they give at 1 and
-    128 nodes (8 and 1,024 GPUs of 8-GPU nodes)."""
+    128 nodes (8 and 1,024 GPUs of 8-GPU nodes), from the classes the horizon engine draws
+    (:func:`simcluster.horizon.config.failure_classes`: lemons, fabric classes left out alone)."""
     rows = []
     for name in catalog.names("reliability"):
         preset = catalog.entry("reliability", name)
-        keys = preset.get("reliability", {})
-        rate = float(keys.get("failure_rate_per_node_day", 0.0))
-        lemon = 1.0 + float(keys.get("lemon_fraction", 0.0)) * (
-            float(keys.get("lemon_multiplier", 1.0)) - 1.0)
-        per_node = rate * lemon
-        fabric = sum(float(c.get("share", 0.0)) for c in keys.get("classes", {}).values()
-                     if c.get("fabric"))
-        alone = per_node * (1.0 - fabric)  # a one-node job: no fabric failures
-        rows.append([name, rate * 1e3, keys.get("lemon_fraction", 0.0),
-                     keys.get("lemon_multiplier", 1.0),
-                     f"{1 / alone:.1f}" if alone else "-",
-                     f"{24 / (128 * per_node):.1f}" if per_node else "-",
+        rel = schema.parse(ReliabilitySpec, preset.get("reliability", {}), name)
+        rows.append([name, rel.failure_rate_per_node_day * 1e3, rel.lemon_fraction,
+                     rel.lemon_multiplier, _mttf(rel, 1, DAY_S), _mttf(rel, 128, 3600.0),
                      preset.get("description", "")])
     return format_table(["preset", "per 1k node-days", "lemons", "lemon x", "MTTF 1 node d",
                          "MTTF 128 nodes h", "description"], rows, wrap={6: 44})
+
+
+def _mttf(rel: ReliabilitySpec, nodes: int, unit_s: float) -> str:
+    """Mean time between the job's failures on ``nodes`` nodes, in ``unit_s`` (``-``: none)."""
+    rate = nodes * sum(c.rate_per_node_s for c in failure_classes(rel, nodes))
+    return f"{1.0 / (rate * unit_s):.1f}" if rate > 0 else "-"
 
 
 def attention_table() -> str:
