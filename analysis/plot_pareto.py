@@ -1,9 +1,9 @@
 """Figure: the Pareto front of a sweep, time to train against cost.
 
-Reads ``runs/sweep/<name>/results.csv`` of ``simcluster sweep`` (docs/sweep.md): every ranked
-layout (a ``rank``) is a point, those with ``pareto`` true form the front, labelled with their
-layout. Writes a PNG, an SVG and a CSV (default: ``pareto.png`` next to the results). Needs
-matplotlib. Usage: ``python analysis/plot_pareto.py RESULTS.csv [--out FILE]``.
+Reads ``runs/sweep/<name>/results.parquet`` (or a results CSV) of ``simcluster sweep``
+(docs/sweep.md): every ranked layout (a ``rank``) is a point, those with ``pareto`` true form the
+front, labelled with their layout. Writes a PNG, an SVG and a CSV (default: ``pareto.png`` next
+to the results). Needs matplotlib. Usage: ``python analysis/plot_pareto.py RESULTS.parquet [--out FILE]``.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ def label(row: dict[str, str]) -> str:
 
 def points(path: Path) -> list[dict[str, Any]]:
     """The ranked rows of a sweep results CSV as plot points."""
-    rows = read_csv(path, NEEDS, "a results.csv of simcluster sweep")
+    rows = read_csv(path, NEEDS, "the results table of simcluster sweep")
     kept = [{"label": label(r), "time_to_train_days": number(r, "time_to_train_days", i, path),
              "cost_usd": number(r, "cost_usd", i, path),
              "pareto": r["pareto"].strip().lower() == "true"}
@@ -45,7 +45,7 @@ def points(path: Path) -> list[dict[str, Any]]:
 def main(argv: Sequence[str]) -> int:
     """Read the sweep, draw the front."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("csv", help="results.csv of simcluster sweep")
+    parser.add_argument("csv", help="results.parquet (or .csv) of simcluster sweep")
     parser.add_argument("--out", default=None, help="figure path (PNG; SVG and CSV beside it)")
     parser.add_argument("--title", default=None)
     args = parser.parse_args(argv[1:])

@@ -5,13 +5,12 @@ layout; those with ``status`` ok are timed), marks each option's cheapest layout
 and draws the Pareto front (no other layout is both faster and cheaper). Writes a PNG, an SVG and
 a CSV of the plotted layouts (default: ``planning.png`` next to the results CSV). Needs
 matplotlib (``pip install simcluster[plots]``).
-Usage: ``python analysis/plot_planning.py [RESULTS.csv] [--out FILE]``.
+Usage: ``python analysis/plot_planning.py [RESULTS.parquet|.csv] [--out FILE]``.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib
 import math
 import sys
@@ -21,11 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from _guard import guarded
+from _inputs import read_rows
 
 from simcluster.errors import SpecError
 from simcluster.report.figures import planning
 
-DEFAULT_CSV = Path("runs") / "sweep" / "plan-10b-300b" / "results.csv"
+DEFAULT_CSV = Path("runs") / "sweep" / "plan-10b-300b" / "results.parquet"
 #: Columns the figure reads; the sweep writes more (schedule, recompute, mfu, ...).
 INT_COLUMNS = ("cluster.nodes", "tp", "pp", "cp", "dp", "micro_batch")
 FLOAT_COLUMNS = ("time_to_train_days", "cost_usd")
@@ -57,10 +57,10 @@ class Layout:
 def read_layouts(path: Path) -> list[Layout]:
     """The rows of a sweep results CSV that fit, as :class:`Layout`; ``SpecError`` naming the file,
     the row and the column for a missing column or a value that is not a number."""
-    with path.open(newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = read_rows(path)
     if not rows:
-        raise SpecError("", "no rows: expected a sweep results CSV with a header and results", str(path))
+        raise SpecError("", "no rows: expected a sweep results table with a header and results",
+                        str(path))
     missing = [c for c in ("option", *INT_COLUMNS, *FLOAT_COLUMNS) if c not in rows[0]]
     if missing:
         raise SpecError(missing[0], f"missing column (needs {', '.join(missing)})", str(path))
@@ -129,7 +129,8 @@ def plot(layouts: Sequence[Layout], out: Path, title: str) -> list[Path]:
 def main(argv: Sequence[str]) -> int:
     """Read the CSV, print each option's best layout, draw the figure."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("csv", nargs="?", default=str(DEFAULT_CSV), help="sweep results CSV")
+    parser.add_argument("csv", nargs="?", default=str(DEFAULT_CSV),
+                        help="sweep results (results.parquet, or a .csv / .csv.gz)")
     parser.add_argument("--out", default=None, help="PNG to write (default: planning.png next to "
                         "the CSV)")
     args = parser.parse_args(argv[1:])

@@ -7,12 +7,21 @@ import json
 from pathlib import Path
 
 from simcluster.cli_args import add_scenario, job_count, positive_int, whole_number
-from simcluster.sweep.limits import MAX_GOODPUT, MAX_RERANK
+from simcluster.sweep.limits import MAX_GOODPUT, MAX_RERANK, RESULT_FORMATS
 
 OBJECTIVE_CHOICES = ("step_time_s", "tokens_per_s", "mfu", "time_to_train_days", "cost_usd",
                      "capital_usd", "goodput_time_to_train_days", "time", "cost", "goodput")
 #: Where results go by default: ``runs/sweep/<scenario file stem>/`` (``--out`` to change).
 DEFAULT_OUT = Path("runs") / "sweep"
+
+
+def _headroom(text: str) -> float | str:
+    if text == "auto":
+        return text
+    try:
+        return _non_negative_float(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected GiB >= 0 or auto, got {text!r}") from None
 
 
 def _non_negative_float(text: str) -> float:
@@ -35,7 +44,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "print the ranked table, the Pareto front (time vs cost) and the rejection "
                     "counts. A 'sweep:' section in the scenario file states the same choices "
                     "(docs/sweep.md); flags override it. Results are written incrementally to "
-                    "OUT/results.parquet and OUT/results.csv; rerun the same command to resume, or "
+                    "OUT/results.parquet (--results csv or csv.gz adds a CSV copy); rerun the "
+                    "same command to resume, or "
                     "add --rerank, --goodput, --top or --objective to extend a finished sweep in "
                     "place (its stored rows are reused).")
     add_scenario(p, "scenario YAML file (its sweep: section, if any, is used)",
@@ -77,6 +87,10 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                         "local Ray")
     p.add_argument("--out", metavar="DIR",
                    help="results directory (default runs/sweep/<scenario file name>)")
+    p.add_argument("--results", choices=RESULT_FORMATS, default="parquet",
+                   help="parquet (default): OUT/results.parquet alone; csv or csv.gz: also "
+                   "OUT/results.csv or OUT/results.csv.gz (the planning sweep's CSV is ~180 MB, "
+                   "its gzip ~10x smaller)")
     p.add_argument("--quiet", action="store_true", help="no progress line on stderr")
     p.add_argument("--json", action="store_true", help="print exactly one JSON object")
     p.set_defaults(handler=handle)
@@ -88,8 +102,10 @@ def _add_constraints(p: argparse.ArgumentParser) -> None:
                    help="rank only layouts whose cost to train is at most USD")
     p.add_argument("--max-days", type=_non_negative_float, metavar="DAYS",
                    help="rank only layouts whose time to train is at most DAYS")
-    p.add_argument("--headroom-gib", type=_non_negative_float, metavar="GIB",
-                   help="memory to keep free on every GPU (default 0)")
+    p.add_argument("--headroom-gib", type=_headroom, metavar="GIB|auto",
+                   help="memory to keep free on every GPU; auto (default): a layout must fit "
+                   "with the caching allocator at the worst published fragmentation (33%%, "
+                   "GMLake) instead of the memory model's average (15%%)")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -106,7 +122,7 @@ def handle(args: argparse.Namespace) -> int:
                       args.gpus)
     out = Path(args.out) if args.out else DEFAULT_OUT / Path(args.scenario).stem
     execution = Execution(args.jobs, args.backend, args.ray_address, out, not args.quiet,
-                          args.replicas)
+                          args.replicas, args.results)
     outcome = execute(request, execution)
     top = args.top or outcome.plan.top
     print(json.dumps(sweep_dict(outcome, top), indent=2) if args.json

@@ -185,6 +185,13 @@ class MemoryEstimate:
         """Whether the peak stage fits in the accelerator's memory."""
         return self.peak_bytes <= self.capacity_bytes
 
+    def peak_at_fragmentation(self, fragmentation: float) -> float:
+        """The largest stage total with the allocator reserve at ``fragmentation`` where that is
+        more than the scenario's own (``execution.allocator_fragmentation``), bytes."""
+        reserve = allocator_reserve_bytes(1.0, fragmentation)
+        return max(s.total_bytes + s.dynamic_bytes * max(0.0, reserve - s.plan.reserve)
+                   for s in self.stages)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BytesPerParam:

@@ -1,7 +1,8 @@
 """``simcluster report`` of a sweep's results directory: top table, Pareto front, rejections, TP x PP.
 
-Reads ``results.csv`` (or ``results.parquet``) written by ``simcluster sweep`` (docs/sweep.md) with
-the csv module, so the report layer does not import :mod:`simcluster.sweep` (the layer above it).
+Reads ``results.parquet`` written by ``simcluster sweep`` (docs/sweep.md) with pyarrow, or a
+``results.csv`` with the csv module, so the report layer does not import :mod:`simcluster.sweep`
+(the layer above it).
 Every number is recomputed from the rows: eligible rows are those with a ``rank``, the Pareto
 front those with ``pareto`` true, rejections are counted from the ``status`` and ``reason``
 columns, and each (TP, PP) cell of the heatmap holds the best step time of its eligible rows.
@@ -48,13 +49,13 @@ def read_results(directory: Path) -> tuple[list[Row], Path]:
     """
     if not directory.is_dir():
         raise SpecError("SWEEP_RESULTS", "no such directory", str(directory))
-    path = directory / CSV_NAME
+    path = directory / PARQUET_NAME
     if path.is_file():
+        rows = _read_parquet(path)
+    elif (directory / CSV_NAME).is_file():  # a table written by hand or by another tool
+        path = directory / CSV_NAME
         with path.open(newline="", encoding="utf-8") as handle:
             rows = [{k: _value(v) for k, v in row.items()} for row in csv.DictReader(handle)]
-    elif (directory / PARQUET_NAME).is_file():
-        path = directory / PARQUET_NAME
-        rows = _read_parquet(path)
     else:
         raise SpecError("SWEEP_RESULTS", f"no {CSV_NAME} or {PARQUET_NAME} here: not a "
                         "'simcluster sweep --out' directory (or the sweep has not finished)",
@@ -67,7 +68,7 @@ def read_results(directory: Path) -> tuple[list[Row], Path]:
 
 
 def _read_parquet(path: Path) -> list[Row]:
-    import pyarrow.parquet as pq  # only when there is no CSV beside it
+    import pyarrow.parquet as pq
 
     try:
         rows: list[Row] = pq.read_table(path).to_pylist()

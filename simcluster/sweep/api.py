@@ -166,16 +166,17 @@ def sweep(scenario: Source, *, overrides: Sequence[str] = (), vary: Sequence[str
           top: int | None = None, rerank: int | None = None, goodput: int | None = None,
           constraints: Mapping[str, Any] | None = None, contention: str = "auto", jobs: int | None = 1,
           backend: str = "local", ray_address: str | None = None, out: str | Path | None = None,
-          progress: bool = False, replicas: int = 100, gpus: int | None = None
-          ) -> pd.DataFrame:
+          progress: bool = False, replicas: int = 100, gpus: int | None = None,
+          results: str = "parquet") -> pd.DataFrame:
     """Sweep ``scenario``: every valid layout (and every option and varied value), ranked.
 
     Arguments are those of ``simcluster sweep`` (docs/sweep.md); ``vary`` and ``search`` items are
     ``KEY=V1,V2`` texts, ``constraints`` a mapping of ``max_gpus``, ``max_cost_usd``,
-    ``max_days``, ``memory_headroom_gib``. Returns the eligible layouts best first.
+    ``max_days``, ``memory_headroom_gib`` (GiB or ``"auto"``); ``results`` is ``--results``
+    (``parquet``, ``csv`` or ``csv.gz``). Returns the eligible layouts best first.
     """
     request = Request(scenario, tuple(overrides), tuple(vary), tuple(search), layouts, objective,
                       top, rerank, goodput, dict(constraints or {}), contention, gpus)
     execution = Execution(jobs, backend, ray_address, None if out is None else Path(out),
-                          progress, replicas)
+                          progress, replicas, results)
     return frame(execute(request, execution))

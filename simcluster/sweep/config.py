@@ -9,7 +9,7 @@ sweep:
   layouts: search           # or fixed: the file's own layout
   search: {schedule: [1f1b, interleaved], max_virtual_stages: 4}   # restrict layout axes
   objective: time_to_train_days
-  constraints: {max_gpus: 1024, max_cost_usd: 5.0e6, max_days: 90, memory_headroom_gib: 2}
+  constraints: {max_gpus: 1024, max_cost_usd: 5.0e6, max_days: 90, memory_headroom_gib: 2}  # or auto
   top: 10
   rerank: 50                # the DES on the best 50
   goodput: 3                # the reliability engine on the best 3
@@ -56,7 +56,7 @@ class Constraints:
     max_gpus: int | None = None
     max_cost_usd: float | None = None
     max_days: float | None = None
-    memory_headroom_gib: float = 0.0
+    memory_headroom_gib: float | None = None  # None: ``auto`` (evaluate.memory_refusal)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +115,15 @@ def _number(value: object, key: str, source: str) -> float:
     return float(value)
 
 
+def _headroom(value: object, key: str, source: str) -> float | None:
+    """``auto`` (None) or GiB >= 0."""
+    if value == "auto":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise SpecError(key, f"expected GiB >= 0 or auto, got {value!r}", source)
+    return float(value)
+
+
 def read_section(raw: object, source: str) -> dict[str, Any]:
     """The ``sweep:`` section, checked key by key (``{}`` when absent)."""
     if raw is None:
@@ -132,8 +141,11 @@ def constraints_from(raw: object, flags: Mapping[str, Any], source: str) -> Cons
     out: dict[str, Any] = {}
     for key, value in values.items():
         where = f"sweep.constraints.{key}"
-        out[key] = (as_int(value, where, source, 1) if key == "max_gpus"
-                    else _number(value, where, source))
+        if key == "memory_headroom_gib":
+            out[key] = _headroom(value, where, source)
+        else:
+            out[key] = (as_int(value, where, source, 1) if key == "max_gpus"
+                        else _number(value, where, source))
     return Constraints(**out)
 
 

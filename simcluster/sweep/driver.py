@@ -49,6 +49,7 @@ class Execution:
     out: Path | None = None
     progress: bool = False
     replicas: int = 100
+    results: str = "parquet"  # or csv / csv.gz: also write the CSV (store.RESULT_FORMATS)
 
 
 @dataclass(slots=True)
@@ -89,7 +90,7 @@ def run_sweep(task: AnalyticalTask, plan: Plan, execution: Execution, identity: 
     outcome.pareto_axes = pareto_axes(rows, outcome.ranked)
     outcome.pareto = _pareto(rows, outcome.ranked, outcome.pareto_axes)
     if store is not None:
-        outcome.files = store.finish(_with_ranks(outcome))
+        outcome.files = store.finish(_with_ranks(outcome), execution.results)
     return outcome
 
 

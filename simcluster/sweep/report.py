@@ -224,8 +224,8 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
                   _table(outcome, per), ""]
         if len({r.get("option") for r in rows}) > 1:
             lines += ["best per option", options_text(outcome)]
-            csv = [p for p in outcome.files if p.suffix == ".csv"]
-            lines += [f"plot: python analysis/plot_planning.py {csv[0]}"] if csv else []
+            table = [p for p in outcome.files if p.suffix == ".parquet"]
+            lines += [f"plot: python analysis/plot_planning.py {table[0]}"] if table else []
             lines.append("")
         front, ties = distinct_points(outcome)
         tied = f"; {ties} more layouts tie with a point shown" if ties else ""

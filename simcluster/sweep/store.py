@@ -4,7 +4,9 @@ Layout of ``--out``::
 
     manifest.json                 {"format": ..., "version": 1, "key": ...}, written first
     parts/chunk-000012.parquet    the rows of chunk 12, written as soon as the chunk finishes
-    results.parquet, results.csv  every row in chunk order, written by :meth:`ResultStore.finish`
+    results.parquet               every row in chunk order, written by :meth:`ResultStore.finish`
+    results.csv[.gz]              the same table as CSV (plain or gzip), only on request
+                                  (``--results csv`` or ``csv.gz``); a stale one is removed
 
 Every file is written to a temporary name in the same directory, flushed to disk and renamed over
 its final name (``os.replace``), so a sweep killed at any instant (SIGKILL included) leaves only
@@ -16,6 +18,7 @@ directory.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -25,6 +28,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from simcluster.errors import SpecError
+from simcluster.sweep.limits import RESULT_FORMATS
 from simcluster.sweep.rows import Kind, Row, checked_column_names, column_kind
 
 if TYPE_CHECKING:
@@ -92,23 +96,36 @@ class ResultStore:
         table = rows_to_table(rows)
         _atomic_write(self.part_path(index), lambda f: pq.write_table(table, f))
 
-    def finish(self, rows: list[Row]) -> tuple[Path, Path]:
-        """Write every row as ``results.parquet`` and ``results.csv`` (each atomically).
+    def finish(self, rows: list[Row], results: str = "parquet") -> tuple[Path, ...]:
+        """Write every row as ``results.parquet`` and, when ``results`` is ``csv`` or ``csv.gz``,
+        as ``results.csv`` or ``results.csv.gz`` too (each atomically). A CSV of an earlier
+        finish that this one does not write is removed, so the directory never holds two
+        different tables.
 
         Returns
         -------
-        tuple[Path, Path]
-            The Parquet and CSV paths.
+        tuple[Path, ...]
+            The Parquet path, then the CSV path when one was written.
         """
         import pyarrow.csv as pcsv
         import pyarrow.parquet as pq
 
+        if results not in RESULT_FORMATS:
+            raise ValueError(f"results must be one of {RESULT_FORMATS}, got {results!r}")
         self._create()
         table = rows_to_table(rows)
-        parquet, csv = self.directory / "results.parquet", self.directory / "results.csv"
+        parquet = self.directory / "results.parquet"
         _atomic_write(parquet, lambda f: pq.write_table(table, f))
-        _atomic_write(csv, lambda f: pcsv.write_csv(table, f))
-        return parquet, csv
+        written: tuple[Path, ...] = (parquet,)
+        for form in RESULT_FORMATS[1:]:
+            path = self.directory / f"results.{form}"
+            if form != results:
+                path.unlink(missing_ok=True)
+                continue
+            _atomic_write(path, _gzip_csv(table) if form.endswith(".gz")
+                          else lambda f: pcsv.write_csv(table, f))
+            written += (path,)
+        return written
 
     def _create(self) -> None:
         """Create the directory, its manifest (first) and ``parts/``, once; drop stale temp files."""
@@ -179,6 +196,17 @@ def _read_manifest(path: Path) -> dict[str, Any]:
         raise SpecError("--out", f"{path} is not a sweep manifest; delete the directory or "
                         "choose another --out")
     return found
+
+
+def _gzip_csv(table: pa.Table) -> Callable[[IO[bytes]], None]:
+    """A writer of ``table`` as gzip-compressed CSV (no timestamp in the header: the same rows
+    give the same bytes)."""
+    import pyarrow.csv as pcsv
+
+    def write(f: IO[bytes]) -> None:
+        with gzip.GzipFile(fileobj=f, mode="wb", mtime=0) as packed:
+            pcsv.write_csv(table, packed)
+    return write
 
 
 def _atomic_write(path: Path, write: Callable[[IO[bytes]], object]) -> None:

@@ -25,7 +25,8 @@ pytestmark = pytest.mark.slow
 
 
 def _sweep(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    cmd = [SIMCLUSTER, "sweep", TEN_B, *SMALL, "--quiet", "--out", str(out), *args]
+    cmd = [SIMCLUSTER, "sweep", TEN_B, *SMALL, "--quiet", "--out", str(out), "--results", "csv",
+           *args]
     return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, check=True,
                           env={**os.environ, "PYTHONPATH": str(ROOT)})
 

@@ -40,8 +40,8 @@ def test_ray_gives_the_local_rows_and_tables_and_shuts_down_the_ray_it_started(t
     assert [[(k, type(v), v) for k, v in r.items()] for r in on_ray] == [
         [(k, type(v), v) for k, v in r.items()] for r in local]
     assert ray_store.done() == set(range(12))
-    local_store.finish(local)
-    ray_store.finish(on_ray)
+    local_store.finish(local, "csv")
+    ray_store.finish(on_ray, "csv")
     csv = (tmp_path / "ray" / "results.csv").read_bytes()
     assert csv == (tmp_path / "local" / "results.csv").read_bytes()
 

@@ -98,4 +98,5 @@ def test_tutorial_runs_as_written(tmp_path: Path) -> None:
             assert number in text, f"the tutorial no longer quotes {number!r} ({prefix})"
             assert number in matching[0], f"{prefix} no longer prints {number!r}:\n{matching[0]}"
     assert (work / "runs" / "sweep" / "plan-10b-300b" / "planning.png").stat().st_size > 10_000
-    assert (work / "runs" / "sweep" / "ckpt-modes" / "results.csv").is_file()
+    assert (work / "runs" / "sweep" / "ckpt-modes" / "results.csv").is_file()  # --results csv
+    assert not (work / "runs" / "sweep" / "plan-10b-300b" / "results.csv").exists()  # Parquet alone

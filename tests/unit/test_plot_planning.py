@@ -121,7 +121,24 @@ def test_bad_csv_is_one_line_and_exit_2(tmp_path: Path, drop: str,
     assert str(path) in done.stderr
 
 
-def test_missing_csv_is_one_line(tmp_path: Path) -> None:
+def test_missing_results_is_one_line(tmp_path: Path) -> None:
     done = _run(tmp_path)
     assert done.returncode == 2
-    assert done.stderr.startswith("plot_planning.py: runs/sweep/plan-10b-300b/results.csv")
+    assert done.stderr.startswith("plot_planning.py: runs/sweep/plan-10b-300b/results.parquet")
+    assert done.stderr.count("\n") == 1
+
+
+def test_parquet_and_gzip_tables_read_as_the_csv(script: ModuleType, tmp_path: Path) -> None:
+    """The sweep writes ``results.parquet`` by default and ``results.csv.gz`` on request (docs/
+    sweep.md): both read to the same layouts as the plain CSV."""
+    import gzip
+
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    plain = _csv(tmp_path / "results.csv")
+    pq.write_table(pcsv.read_csv(plain), tmp_path / "results.parquet")
+    (tmp_path / "results.csv.gz").write_bytes(gzip.compress(plain.read_bytes()))
+    expected = script.read_layouts(plain)
+    assert script.read_layouts(tmp_path / "results.parquet") == expected
+    assert script.read_layouts(tmp_path / "results.csv.gz") == expected

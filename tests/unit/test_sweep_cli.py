@@ -122,6 +122,8 @@ def test_bad_flags_exit_2_with_one_line(tiny: Path, capsys: pytest.CaptureFixtur
     ({"bogus": 1}, "sweep.bogus: unknown key"),
     ({"options": [{"name": "a"}, {"name": "a"}]}, "sweep.options[1].name"),
     ({"constraints": {"max_days": -1}}, "sweep.constraints.max_days: expected a number >= 0"),
+    ({"constraints": {"memory_headroom_gib": "lots"}},
+     "sweep.constraints.memory_headroom_gib: expected GiB >= 0 or auto, got 'lots'"),
     ({"objective": "speed"}, "sweep.objective: 'speed' is not one of"),
     ({"objective": ["cost_usd"]}, "sweep.objective: ['cost_usd'] is not one of"),
     ({"rerank": 5000}, "sweep.rerank: 5000 is more than 1000"),

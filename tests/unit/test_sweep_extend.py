@@ -4,9 +4,9 @@ read back, not recomputed."""
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 
@@ -41,6 +41,6 @@ def test_a_finished_sweep_is_reranked_in_place(tmp_path: Path,
     assert main(["sweep", str(path), *SEARCH, "--rerank", "2", "--out", str(out), "--quiet"]) == 0
     assert "took analytical" in capsys.readouterr().out
     assert {p.name: p.stat().st_mtime_ns for p in (out / "parts").iterdir()} == parts  # reused
-    with (out / "results.csv").open(newline="", encoding="utf-8") as handle:
-        engines = [r["engine"] for r in csv.DictReader(handle) if r["rank"]]
+    table = pq.read_table(out / "results.parquet").to_pylist()
+    engines = [r["engine"] for r in table if r["rank"] is not None]
     assert engines.count("des") == 2

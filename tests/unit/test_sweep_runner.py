@@ -260,12 +260,12 @@ def test_a_sweep_killed_with_sigkill_resumes_to_the_same_tables(tmp_path: Path, 
 
     store = ResultStore(out, "k")
     resumed = run_chunks(SquareTask(calls_dir=str(again)), chunks_of(10), store=store)
-    store.finish(resumed)
+    store.finish(resumed, "csv")
     assert _calls(again) == [4, 5, 6, 7, 8, 9]  # total - stored chunks recomputed
 
     whole = ResultStore(tmp_path / "whole", "k")
     uninterrupted = run_chunks(SquareTask(), chunks_of(10), jobs=jobs, store=whole)
-    whole.finish(uninterrupted)
+    whole.finish(uninterrupted, "csv")
     assert _typed(resumed) == _typed(uninterrupted)
     assert (out / "results.csv").read_bytes() == (tmp_path / "whole" / "results.csv").read_bytes()
     assert pq.read_table(out / "results.parquet").equals(pq.read_table(whole.directory / "results.parquet"))

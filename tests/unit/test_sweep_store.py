@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -102,7 +103,7 @@ def test_an_unreadable_part_is_a_spec_error_saying_what_to_delete(tmp_path: Path
 def test_finish_writes_parquet_and_csv_with_stable_column_types(tmp_path: Path) -> None:
     store = ResultStore(tmp_path / "out", "k")
     rows = run_chunks(SquareTask(), chunks_of(2), store=store)
-    parquet, csv = store.finish(rows)
+    parquet, csv = store.finish(rows, "csv")
     schema = pq.read_schema(parquet)
     assert [(f.name, str(f.type)) for f in schema] == [
         ("point", "int64"), ("square", "int64"), ("name", "string"), ("odd", "bool"),
@@ -113,19 +114,36 @@ def test_finish_writes_parquet_and_csv_with_stable_column_types(tmp_path: Path) 
     assert not list((tmp_path / "out").glob(".tmp-*"))
 
 
+def test_parquet_alone_by_default_and_gzip_csv_on_request(tmp_path: Path) -> None:
+    store = ResultStore(tmp_path, "k")
+    rows = [{"x": 1, "y": "a"}, {"x": 2, "y": None}]
+    assert store.finish(rows, "csv") == (tmp_path / "results.parquet", tmp_path / "results.csv")
+    plain = (tmp_path / "results.csv").read_bytes()
+    packed = store.finish(rows, "csv.gz")
+    assert packed == (tmp_path / "results.parquet", tmp_path / "results.csv.gz")
+    assert not (tmp_path / "results.csv").exists()  # the stale plain CSV is gone
+    assert gzip.decompress(packed[1].read_bytes()) == plain
+    assert store.finish(rows, "csv.gz")[1].read_bytes() == packed[1].read_bytes()  # no timestamp
+    assert store.finish(rows) == (tmp_path / "results.parquet",)
+    assert sorted(p.name for p in tmp_path.glob("results*")) == ["results.parquet"]
+    with pytest.raises(ValueError, match="results must be one of"):
+        store.finish(rows, "xlsx")
+
+
 def test_an_int_column_in_one_chunk_and_float_in_another_is_float(tmp_path: Path) -> None:
     store = ResultStore(tmp_path, "k")
     store.save(0, [{"x": 1}, {"x": 2}])
     store.save(1, [{"x": 0.5}])
     assert pq.read_schema(store.part_path(0)).field("x").type == pa.int64()
     rows = store.load(0) + store.load(1)
-    parquet, csv = store.finish(rows)
+    parquet, csv = store.finish(rows, "csv")
     assert pq.read_schema(parquet).field("x").type == pa.float64()
     assert _csv(csv) == ['"x"', "1", "2", "0.5"]
 
 
 def test_bools_stay_bools_and_an_all_none_column_is_a_null_column(tmp_path: Path) -> None:
-    parquet, csv = ResultStore(tmp_path, "k").finish([{"b": True, "n": None}, {"b": None, "n": None}])
+    parquet, csv = ResultStore(tmp_path, "k").finish([{"b": True, "n": None}, {"b": None, "n": None}],
+                                                     "csv")
     table = pq.read_table(parquet)
     assert table.schema.field("b").type == pa.bool_()
     assert table.schema.field("n").type == pa.null()
@@ -135,7 +153,7 @@ def test_bools_stay_bools_and_an_all_none_column_is_a_null_column(tmp_path: Path
 def test_columns_keep_first_row_order_then_new_keys_in_order_of_appearance(tmp_path: Path) -> None:
     rows: list[Row] = [{"b": 1, "a": 2}, {"a": 3, "c": "x"}, {"d": False, "b": 4}]
     assert column_names(rows) == ["b", "a", "c", "d"]
-    parquet, csv = ResultStore(tmp_path, "k").finish(rows)
+    parquet, csv = ResultStore(tmp_path, "k").finish(rows, "csv")
     assert pq.read_schema(parquet).names == ["b", "a", "c", "d"]
     assert _csv(csv) == ['"b","a","c","d"', "1,2,,", ',3,"x",', "4,,,false"]
 
