@@ -91,20 +91,20 @@ def _breakdown(tmp: Path, png: Path) -> Steps:
 
 
 def _plan_sweep(tmp: Path) -> Steps:
-    if (tmp / "plan" / "results.csv").exists():
+    if (tmp / "plan" / "results.parquet").exists():
         return []
     return [simcluster("sweep", str(SCENARIOS / "plan-10b-300b.yaml"), *PLAN_SEARCH, "--out",
                        str(tmp / "plan"), "--quiet")]
 
 
 def _pareto(tmp: Path, png: Path) -> Steps:
-    return [*_plan_sweep(tmp), script("plot_pareto.py", str(tmp / "plan" / "results.csv"),
+    return [*_plan_sweep(tmp), script("plot_pareto.py", str(tmp / "plan" / "results.parquet"),
                                       "--out", str(png), "--title", "plan-10b-300b (mb1, 1f1b, "
                                       "ZeRO-1): time vs cost, every option")]
 
 
 def _planning(tmp: Path, png: Path) -> Steps:
-    return [*_plan_sweep(tmp), script("plot_planning.py", str(tmp / "plan" / "results.csv"),
+    return [*_plan_sweep(tmp), script("plot_planning.py", str(tmp / "plan" / "results.parquet"),
                                       "--out", str(png))]
 
 

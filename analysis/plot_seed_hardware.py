@@ -39,7 +39,7 @@ def hardware_figure(out_dir: Path) -> Path:
     png = out_dir / "seed-10b-boxes.png"
     with tempfile.TemporaryDirectory() as tmp:
         simcluster.sweep(str(SCENARIOS / "seed-10b-boxes.yaml"), out=tmp, jobs=1)
-        layouts = read_layouts(Path(tmp) / "results.csv")
+        layouts = read_layouts(Path(tmp) / "results.parquet")
     plot_planning(layouts, png, "10B GPT, 300B tokens: RTX 3090 Ti boxes vs DGX A100 vs rented GPUs")
     best = best_per_option(layouts).values()
     write_csv([{"option": b.option, "nodes": b.nodes, "layout": b.label, "time_to_train_days": b.days,

@@ -64,6 +64,13 @@ def memory_warnings(scenario: Scenario) -> list[str]:
     memory = estimate_memory(scenario, flash_attention=scenario.execution.flash_attention)
     if memory.fits_in_memory:
         return []
+    if memory.peak_bytes <= memory.capacity_bytes:  # the GPUs have room; the host has not
+        from simcluster.perf.offload import host_refusal
+
+        host = host_refusal(memory.host_bytes, memory.host_capacity_bytes,
+                            scenario.cluster.topology)
+        return [f"the layout does not fit: {host}; the step time and everything above assume "
+                "it ran"]
     return [f"the layout does not fit: it needs {memory.peak_bytes / GiB:.1f} GiB per GPU on stage "
             f"{memory.peak_stage}, {memory.capacity_bytes / GiB:.1f} GiB available (simcluster "
             "run shows the parts); the step time and everything above assume it ran"]

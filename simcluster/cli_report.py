@@ -35,7 +35,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
                     "and a TP x PP heatmap of the best step time. One HTML file, figures inline, "
                     "no JavaScript or network (docs/report.md).")
     p.add_argument("source", metavar="SCENARIO|SWEEP_RESULTS",
-                   help="scenario YAML file, or a directory holding results.csv/results.parquet")
+                   help="scenario YAML file, or a directory holding results.parquet (or results.csv)")
     p.add_argument("-o", "--out", required=True, metavar="DIR",
                    help="directory to write index.html into (created if missing)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",

@@ -10,7 +10,8 @@ from simcluster.cli_args import add_scenario, job_count, positive_int, whole_num
 from simcluster.sweep.limits import MAX_GOODPUT, MAX_RERANK, RESULT_FORMATS
 
 OBJECTIVE_CHOICES = ("step_time_s", "tokens_per_s", "mfu", "time_to_train_days", "cost_usd",
-                     "capital_usd", "goodput_time_to_train_days", "time", "cost", "goodput")
+                     "capital_usd", "cash_usd", "goodput_time_to_train_days", "time", "cost",
+                     "cash", "goodput")
 #: Where results go by default: ``runs/sweep/<scenario file stem>/`` (``--out`` to change).
 DEFAULT_OUT = Path("runs") / "sweep"
 
@@ -53,16 +54,21 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--vary", action="append", default=[], metavar="KEY=V1,V2,...",
                    help="sweep any scenario key (every combination), e.g. cluster.nodes=64,128 "
                         "or checkpoint.interval_min=30,60,120")
+    p.add_argument("--option", action="append", default=[], metavar="'NAME: KEY=V1,V2 ...'",
+                   help="add a hardware option beside the file's (its lists are swept inside it "
+                        "alone, where --vary multiplies every option), e.g. '2gpu-boxes: "
+                        "cluster.topology=box-2x3090ti-nvlink cluster.nodes=16,32 cost=buy'")
     p.add_argument("--search", action="append", default=[], metavar="AXIS=V1,V2,...",
                    help="restrict a layout axis (tp, pp, cp, ep, micro_batch, schedule, "
-                        "virtual_stages, recompute, sequence_parallel, zero_stage)")
+                        "virtual_stages, recompute, sequence_parallel, zero_stage) or widen "
+                        "offload (none unless searched: offload=none,optimizer,optimizer+params)")
     p.add_argument("--layouts", choices=("search", "fixed"),
                    help="search every valid layout (default) or keep the file's layout")
     p.add_argument("--objective", choices=OBJECTIVE_CHOICES, metavar="NAME",
                    help=f"rank by one of {', '.join(OBJECTIVE_CHOICES)} (default step_time_s); "
-                        "time, cost and goodput stand for "
-                        "time_to_train_days, cost_usd and goodput_time_to_train_days (the last "
-                        "needs --goodput N)")
+                        "time, cost, cash and goodput stand for time_to_train_days, cost_usd "
+                        "(amortised when buying), cash_usd (the rent, or capital + energy) and "
+                        "goodput_time_to_train_days (the last needs --goodput N)")
     p.add_argument("--gpus", type=positive_int, metavar="N",
                    help="search layouts on N GPUs (sets cluster.nodes = N / GPUs per node)")
     p.add_argument("--top", type=positive_int, help="rows of the ranked table (default 10)")
@@ -119,7 +125,7 @@ def handle(args: argparse.Namespace) -> int:
     request = Request(args.scenario, tuple(args.set), tuple(args.vary), tuple(args.search),
                       args.layouts, args.objective, args.top, args.rerank, args.goodput,
                       {k: v for k, v in constraints.items() if v is not None}, args.contention,
-                      args.gpus)
+                      args.gpus, tuple(args.option))
     out = Path(args.out) if args.out else DEFAULT_OUT / Path(args.scenario).stem
     execution = Execution(args.jobs, args.backend, args.ray_address, out, not args.quiet,
                           args.replicas, args.results)

@@ -51,6 +51,7 @@ from simcluster.perf.memory_stage import (
     stage_chunks,
     stage_params,
 )
+from simcluster.perf.offload import gpu_bytes, host_bytes_per_node
 from simcluster.spec.scenario import Scenario
 
 __all__ = [
@@ -164,6 +165,10 @@ class MemoryEstimate:
     stages: tuple[StageMemory, ...]
     capacity_bytes: float
     _peak: int = dataclasses.field(init=False, repr=False, compare=False)
+    # host memory per node for the offloaded state (perf/offload.py), and the node's (None: not
+    # stated); out of the repr so a scenario without offload prints as before
+    host_bytes: float = dataclasses.field(default=0.0, repr=False)
+    host_capacity_bytes: float | None = dataclasses.field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         # Computed once: a sweep reads the peak several times per layout.
@@ -182,8 +187,15 @@ class MemoryEstimate:
 
     @property
     def fits_in_memory(self) -> bool:
-        """Whether the peak stage fits in the accelerator's memory."""
-        return self.peak_bytes <= self.capacity_bytes
+        """Whether the peak stage fits in the accelerator's memory, and any offloaded state in the
+        host's."""
+        return self.peak_bytes <= self.capacity_bytes and self.fits_in_host
+
+    @property
+    def fits_in_host(self) -> bool:
+        """Whether the offloaded state fits in the host memory of a node (unstated: it does)."""
+        cap = self.host_capacity_bytes
+        return cap is None or self.host_bytes <= cap
 
     def peak_at_fragmentation(self, fragmentation: float) -> float:
         """The largest stage total with the allocator reserve at ``fragmentation`` where that is
@@ -252,18 +264,26 @@ def zero3_units_in_flight(scenario: Scenario) -> int:
 
 @memoised()
 def _sharded_bytes(precision: str, grad_bytes: float, zero_stage: int, dense_dp: int,
-                   expert_dp: int, copy: str) -> tuple[BytesPerParam, BytesPerParam, BytesPerParam]:
-    """Bytes per parameter unsharded, and sharded for dense and for expert parameters, with the
-    optimizer's extra fp32 gradients (:func:`fp32_copy_bytes`) in the sharded gradients."""
+                   expert_dp: int, copy: str, offload: str = "none"
+                   ) -> tuple[BytesPerParam, BytesPerParam, BytesPerParam]:
+    """Bytes per parameter unsharded, and on the GPU sharded for dense and for expert parameters,
+    with the optimizer's extra fp32 gradients (:func:`fp32_copy_bytes`) in the sharded gradients
+    (in host memory instead under ``parallelism.offload``: :func:`.offload.gpu_bytes`)."""
     per_param = bytes_per_param(precision, grad_bytes)
-    return (per_param, _with_copy(zero_bytes_per_param(zero_stage, dense_dp, per_param),
-                                  fp32_copy_bytes(copy, zero_stage, dense_dp)),
-            _with_copy(zero_bytes_per_param(zero_stage, expert_dp, per_param),
-                       fp32_copy_bytes(copy, zero_stage, expert_dp)))
+    return (per_param, _on_gpu(zero_bytes_per_param(zero_stage, dense_dp, per_param), copy,
+                               zero_stage, dense_dp, offload),
+            _on_gpu(zero_bytes_per_param(zero_stage, expert_dp, per_param), copy, zero_stage,
+                    expert_dp, offload))
 
 
-def _with_copy(sharded: BytesPerParam, copy: float) -> BytesPerParam:
-    return BytesPerParam(weights=sharded.weights, grads=sharded.grads + copy,
+def _on_gpu(sharded: BytesPerParam, copy: str, zero_stage: int, dp: int,
+            offload: str) -> BytesPerParam:
+    if offload != "none":
+        weights, grads, optimizer = gpu_bytes(sharded.weights, sharded.grads, sharded.optimizer,
+                                              offload, zero_stage)
+        return BytesPerParam(weights=weights, grads=grads, optimizer=optimizer)
+    return BytesPerParam(weights=sharded.weights,
+                         grads=sharded.grads + fp32_copy_bytes(copy, zero_stage, dp),
                          optimizer=sharded.optimizer)
 
 
@@ -309,7 +329,7 @@ class _MemoryPlan:
             grad_bytes = grad_bytes_of(scenario)
         per_param, self.dense, self.expert = _sharded_bytes(
             scenario.precision, grad_bytes, par.zero_stage, par.dp * par.cp,
-            par.dp * par.cp // par.ep, ex.fp32_grad_copy)
+            par.dp * par.cp // par.ep, ex.fp32_grad_copy, par.offload)
         self.unit_weights = self.unit_grads = None
         # the quantized weight copies of a low-precision format (kernels/lowp.py): every local
         # weight's, kept across micro-batches; under ZeRO-3 the gathered units' only
@@ -377,5 +397,7 @@ def estimate_memory(scenario: Scenario, *, grad_bytes: float | None = None,
     """
     plan = _MemoryPlan(scenario, grad_bytes, flash_attention)
     stages = tuple(plan.stage(i) for i in range(scenario.parallelism.pp))
-    capacity = scenario.cluster.topology.accelerator.memory_bytes
-    return MemoryEstimate(stages=stages, capacity_bytes=capacity)
+    topo = scenario.cluster.topology
+    return MemoryEstimate(stages=stages, capacity_bytes=topo.accelerator.memory_bytes,
+                          host_bytes=host_bytes_per_node(scenario, plan.params),
+                          host_capacity_bytes=topo.host.memory_bytes)

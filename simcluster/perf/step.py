@@ -28,7 +28,8 @@ The fast path of ``simcluster run --fast`` and the oracle of the discrete-event 
    bandwidth they take (:mod:`.kernels.comm_sms`; ``execution.comm_sms``), charged to compute:
    on the critical path lie the last micro-batch's backward ops on every virtual stage, each
    beside its own chunk's buckets.
-4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard).
+4. Optimizer step (memory-bound Adam over this GPU's ZeRO shard; with ``parallelism.offload``,
+   the host's: the exposed gradient copies, the CPU's Adam and the copy back, :mod:`.offload`).
 5. Slow GPUs (``perturbations.gpu_slowdown``, :mod:`.slowdown`): a slow GPU's TP group runs its
    compute (forward, backward, weight gradient, optimizer) at the GPU's speed; its communication
    is unchanged (links, not SMs, bound it), as in the iteration engine. The slowed stage may
@@ -51,8 +52,9 @@ from simcluster.perf.cache import memoised
 from simcluster.perf.dp_overlap import StageShape, dp_exposed_s
 from simcluster.perf.flops import hardware_flops_per_iteration, model_flops_per_iteration
 from simcluster.perf.kernels.comm_sms import contention_s, overlap_share
-from simcluster.perf.memory import stage_chunks, stage_params
+from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.memory_stage import all_stage_params, stage_layer_counts
+from simcluster.perf.offload import host_step_s
 from simcluster.perf.pipeline import bubble_time_s
 from simcluster.perf.slowdown import replica_stage_speeds
 from simcluster.perf.stage_work import (
@@ -213,13 +215,18 @@ def _pipeline_s(s: Scenario, costs: LayerCosts, stages: tuple[StageTimes, ...],
     return bubble, sends
 
 
-def _optimizer_s(s: Scenario, shapes: tuple[StageShape, ...], speeds: tuple[float, ...]) -> float:
-    """The slowest stage's optimizer step (each at its compute ``speeds``)."""
-    worst = 0.0
-    # distinct (count, speed) pairs, first-seen order
-    for held, expert, speed in {(shape.held, shape.expert, v): None
-                                for shape, v in zip(shapes, speeds, strict=True)}:
-        worst = max(worst, optimizer_s(s, held, expert) / speed)
+def _optimizer_s(s: Scenario, shapes: tuple[StageShape, ...], speeds: tuple[float, ...],
+                 nominal: tuple[StageTimes, ...]) -> float:
+    """The slowest stage's optimizer step (each at its compute ``speeds``), plus the host's part
+    of an offloaded one (:func:`.offload.host_step_s`, beside the ``nominal`` backward; a slow
+    GPU does not slow the host)."""
+    worst, grad = 0.0, grad_bytes_of(s)
+    # distinct (count, speed, backward) keys, first-seen order
+    for held, expert, speed, backward in {
+            (shape.held, shape.expert, v, st.backward_compute_s): None
+            for shape, v, st in zip(shapes, speeds, nominal, strict=True)}:
+        worst = max(worst, optimizer_s(s, held, expert) / speed
+                    + host_step_s(s, held, expert, grad, backward))
     return worst
 
 
@@ -260,7 +267,8 @@ def _estimate(s: Scenario, speeds: tuple[float, ...]) -> StepEstimate:
     groups = comm_plan.groups(s)
     shapes = _stages(s)
     costs = layer_costs(s, groups)
-    stages = _slowed(_stage_times(costs, shapes), speeds)
+    nominal = _stage_times(costs, shapes)
+    stages = _slowed(nominal, speeds)
     message = comm_plan.pp_message_s(s, groups) if par.pp > 1 else 0.0
     # the critical stage: the most work per micro-batch, its blocking sends included (the end
     # stages make one send fewer per micro-batch than the others)
@@ -287,7 +295,7 @@ def _estimate(s: Scenario, speeds: tuple[float, ...]) -> StepEstimate:
         + contention_s(share, behind),
         tp_comm=m * crit.tp_s, cp_comm=m * crit.cp_s, ep_comm=m * crit.ep_s,
         pp_comm=sends, dp_comm=dp_exposed, bubble=bubble,
-        optimizer=_optimizer_s(s, shapes, speeds))
+        optimizer=_optimizer_s(s, shapes, speeds, nominal))
     return StepEstimate(
         iteration_time_s=breakdown.total_s, breakdown=breakdown, stages=stages,
         model_flops=_model_flops(s.model, par.global_batch),

@@ -28,6 +28,7 @@ from simcluster.perf.collectives import collective_time
 from simcluster.perf.comm_plan import ACT_BYTES, Groups
 from simcluster.perf.kernels.lowp import recipe_of, weight_cast_bytes
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
+from simcluster.perf.offload import layer_copies_s
 from simcluster.spec.scenario import Scenario
 
 
@@ -42,14 +43,23 @@ class Zero3Layer:
 def zero3_layer(s: Scenario, g: Groups, params_on_gpu: float) -> Zero3Layer | None:
     """Per-layer gather and reduce-scatter of ``params_on_gpu`` spread over the model's layers.
 
-    None without ZeRO-3 or without data parallelism.
+    With ``parallelism.offload: optimizer+params`` each gather is preceded by the PCIe fetch of
+    this GPU's shard of the layer and each reduce-scatter followed by the copy of its gradient
+    shard to the host (:func:`simcluster.perf.offload.layer_copies_s`); without data parallelism
+    those copies are the whole per-layer transfer. None without ZeRO-3, or without data
+    parallelism and parameter offload.
     """
-    if g.dp is None or s.parallelism.zero_stage < 3:
+    if s.parallelism.zero_stage < 3:
         return None
     per_layer = params_on_gpu / s.model.layers
+    fetch, drain = layer_copies_s(s, per_layer, grad_bytes_of(s))
+    if g.dp is None:
+        return Zero3Layer(fetch, drain) if fetch or drain else None
     gather = collective_time("all_gather", per_layer * ACT_BYTES[s.precision], g.dp).time_s
-    scatter = collective_time("reduce_scatter", per_layer * grad_bytes_of(s), g.dp)
-    return Zero3Layer(gather, scatter.time_s)
+    scatter = collective_time("reduce_scatter", per_layer * grad_bytes_of(s), g.dp).time_s
+    if fetch or drain:  # ZeRO-Infinity: fetch the shard, then gather; scatter, then drain it
+        return Zero3Layer(fetch + gather, scatter + drain)
+    return Zero3Layer(gather, scatter)
 
 
 def copy_out_bytes(s: Scenario) -> float:

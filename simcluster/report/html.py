@@ -134,8 +134,12 @@ def summary(d: Mapping[str, Any]) -> str:
                   "-" if ttt is None else f"{ttt:.2f} days"),
         value_row("GPU-hours", "gpu_hours", d["gpu_hours"],
                   "-" if d["gpu_hours"] is None else f"{d['gpu_hours']:,.0f}"),
-        value_row("cost to train", "cost_usd", d["cost_usd"], _money(d["cost_usd"])),
+        value_row("cost to train (amortised when buying)", "cost_usd", d["cost_usd"],
+                  _money(d["cost_usd"])),
+        value_row("cash the run needs", "cash_usd", d.get("cash_usd"), _money(d.get("cash_usd"))),
         value_row("capital (buying)", "capital_usd", d.get("capital_usd"), _money(d.get("capital_usd"))),
+        value_row("of which network", "network_usd", d.get("network_usd"),
+                  _money(d.get("network_usd"))),
     ]
     if d.get("goodput") is not None:
         rows += [value_row("goodput (failures, checkpoints)", "goodput", d["goodput"],

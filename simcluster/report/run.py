@@ -49,17 +49,28 @@ def _big(value: float, fmt: str) -> str:
 
 
 def _cost_text(d: dict[str, Any]) -> str:
-    """The cost after the GPU-hours; buying also shows the capital paid up front."""
+    """The cost after the GPU-hours: renting, the rent (the cash the run needs); buying, the cash
+    (capital up front plus electricity) beside the amortised cost charged to the run."""
     if d["cost_usd"] is None:
         return ""
+    def money(key: str) -> str:
+        return "$" + _big(d[key], "{:,.0f}")
+
     if d.get("capital_usd") is None:
-        return f"   ${_big(d['cost_usd'], '{:,.0f}')}"
-    return (f"   ${_big(d['cost_usd'], '{:,.0f}')} (amortised + energy; capital "
-            f"${_big(d['capital_usd'], '{:,.0f}')} up front)")
+        return f"   {money('cost_usd')} rent (the cash this run needs)"
+    unpriced = d.get("network_unpriced") or []
+    gear = f", of which network {money('network_usd')}" if d.get("network_usd") else ""
+    gear += f", {' and '.join(unpriced)} not priced" if unpriced else ""
+    energy = f"; + energy {money('energy_usd')}" if d.get("energy_usd") else ""
+    return (f"   cash {money('cash_usd')} (capital {money('capital_usd')} up front{gear}{energy}); "
+            f"amortised {money('cost_usd')}")
 
 
 def _does_not_fit_line(d: dict[str, Any]) -> str:
-    """The warning of a layout whose most loaded stage exceeds the GPU memory."""
+    """The warning of a layout whose most loaded stage exceeds the GPU memory (or whose
+    offloaded state exceeds the host's)."""
+    if d["memory_gib"].get("host_refusal") and d["peak_memory_gib"] <= d["memory_capacity_gib"]:
+        return f"DOES NOT FIT: {d['memory_gib']['host_refusal']}; the times below assume it ran"
     return (f"DOES NOT FIT: needs {d['peak_memory_gib']:.1f} GiB per GPU on stage "
             f"{d['memory_gib']['stage']}, {d['memory_capacity_gib']:.1f} GiB available; the times "
             "below assume it ran (reduce activations: recompute, more pp/tp/cp)")
@@ -70,5 +81,11 @@ def _memory_line(d: dict[str, Any]) -> str:
     verdict = "fits" if d["fits_in_memory"] else "DOES NOT FIT"
     parts = ", ".join(f"{k} {mem[k]:.1f}" for k in
                       ("weights", "grads", "optimizer", "activations", "overhead"))
+    host = ""
+    if "host_per_node" in mem:  # parallelism.offload
+        cap = mem["host_capacity_per_node"]
+        host = (f"; offloaded {mem['host_per_node']:.1f} GiB per node in host memory"
+                + (f" of {cap:.0f}" if cap is not None else ""))
     return (f"memory          {d['peak_memory_gib']:.1f} of {d['memory_capacity_gib']:.0f} GiB "
-            f"per GPU: {verdict} (stage {mem['stage']}: {parts}; {mem['dominant']} dominate)")
+            f"per GPU: {verdict} (stage {mem['stage']}: {parts}; {mem['dominant']} dominate)"
+            + host)

@@ -14,6 +14,7 @@ from simcluster.errors import check_choice
 from simcluster.perf.cost import training_cost
 from simcluster.perf.kernels.lowp import gemm_dtype
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
+from simcluster.perf.offload import host_refusal
 from simcluster.perf.step import StepEstimate, TimeBreakdown, estimate_step
 from simcluster.run.perturb import (
     check_analytical,
@@ -88,19 +89,33 @@ class RunResult:
                 "optimizer": stage.optimizer_bytes / GiB,
                 "activations": stage.activations_bytes / GiB,
                 "overhead": stage.overhead_bytes / GiB,
-                "overhead_parts": {k: v / GiB for k, v in stage.overheads.as_dict().items()}}
+                "overhead_parts": {k: v / GiB for k, v in stage.overheads.as_dict().items()},
+                **self._host_dict()}
 
-    def _training(self, tokens_per_s: float) -> dict[str, float | None]:
+    def _host_dict(self) -> dict[str, Any]:
+        """Host memory per node of an offloaded optimizer (``parallelism.offload``; none
+        without)."""
+        m = self.memory
+        if not m.host_bytes:
+            return {}
+        cap = m.host_capacity_bytes
+        return {"host_per_node": m.host_bytes / GiB,
+                "host_capacity_per_node": None if cap is None else cap / GiB,
+                "host_refusal": host_refusal(m.host_bytes, cap, self.scenario.cluster.topology)}
+
+    def _training(self, tokens_per_s: float) -> dict[str, Any]:
         s = self.scenario
         if s.training.tokens is None:
             return {"time_to_train_days": None, "gpu_hours": None, "cost_usd": None,
-                    "capital_usd": None, "energy_usd": None}
+                    "cash_usd": None, "capital_usd": None, "network_usd": None,
+                    "network_unpriced": [], "energy_usd": None}
         topo = s.cluster.topology
         cost = training_cost(s.training.tokens, tokens_per_s, s.cluster.gpus, s.cluster.nodes,
-                             topo.accelerator.tdp_W, s.cost)
+                             topo.accelerator.tdp_W, s.cost, topo.scale_out)
         return {"time_to_train_days": cost.time_s / 86400.0, "gpu_hours": cost.gpu_hours,
-                "cost_usd": cost.cost_usd, "capital_usd": cost.capital_usd,
-                "energy_usd": cost.energy_usd}
+                "cost_usd": cost.cost_usd, "cash_usd": cost.cash_usd,
+                "capital_usd": cost.capital_usd, "network_usd": cost.network_usd,
+                "network_unpriced": list(cost.network_unpriced), "energy_usd": cost.energy_usd}
 
 
 def simulate(scenario: Scenario, contention: str = "auto", reliability_replicas: int = 100,

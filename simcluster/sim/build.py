@@ -188,7 +188,8 @@ def build_plan(s: Scenario, pert: Perturbations | None = None) -> StepPlan:
                 for c in classes for i in range(par.pp)}
     stages = tuple(StagePlan(cls.name, i, _stage_ops(base, cls, i, orders[i], durs, variant,
                                                      releases[(id(cls), i)]),
-                             durs[variant[(id(cls), i)]][i].optimizer_s / cls.local(i).speed,
+                             durs[variant[(id(cls), i)]][i].optimizer_s / cls.local(i).speed
+                             + durs[variant[(id(cls), i)]][i].host_s,
                              *_param_gathers(base, durs[variant[(id(cls), i)]][i], i))
                    for cls in classes for i in range(s.parallelism.pp))
     return StepPlan(pp=s.parallelism.pp,

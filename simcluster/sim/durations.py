@@ -7,7 +7,8 @@ as in :mod:`simcluster.perf.comm_plan`). The first virtual chunk carries the emb
 the logits and loss. Per stage: the pipeline message, the DP gradient buckets (Megatron-LM
 ``DistributedDataParallel``: ``max(40M, 1M x dp)`` parameters per bucket; none under ZeRO-3), the
 ZeRO-3 per-layer gather and reduce-scatter (:mod:`simcluster.perf.zero3`), the optimizer step and
-ZeRO-1/2's parameter all-gather after it (:mod:`simcluster.perf.param_gather`).
+ZeRO-1/2's parameter all-gather after it (:mod:`simcluster.perf.param_gather`), and the host's part
+of an offloaded step (:mod:`simcluster.perf.offload`, as the analytical step prices it).
 A link-degraded variant is the same scenario with the topology's bandwidth scaled
 (:func:`degraded`).
 """
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 
 from simcluster.perf import comm_plan
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
+from simcluster.perf.offload import host_step_s, offloads_optimizer
 from simcluster.perf.param_gather import ParamGather, param_gather
 from simcluster.perf.stage_work import chunk_params, layer_costs, optimizer_s
 from simcluster.perf.zero3 import Zero3Layer, zero3_layer
@@ -47,6 +49,7 @@ class StageDurations:
     zero3: Zero3Layer | None  # ZeRO-3 per-layer gather and reduce-scatter (None: not ZeRO-3)
     optimizer_s: float
     gather: ParamGather | None = None  # ZeRO-1/2 parameter all-gather after the optimizer step
+    host_s: float = 0.0  # the host's part of an offloaded optimizer step (not slowed by the GPU)
 
 
 def degraded(s: Scenario, scale_out: float, scale_up: float) -> Scenario:
@@ -119,12 +122,26 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     seen: dict[tuple[float, bool], tuple[float, ...]] = {}
     for i, params in enumerate(per_stage):
         total = sum(params)
+        expert = stage_params(s.model, par, i, sum(layers[i])).expert
         zero3 = zero3_layer(s, groups, total)
         out.append(StageDurations(
             chunks=times[i], buckets=tuple(() if zero3 else _bucket_works(s, groups, p, True, seen)
                                            for p in params),
             scatters=tuple(_bucket_works(s, groups, p, False, seen) for p in params),
             pp_message_s=message, zero3=zero3,
-            optimizer_s=optimizer_s(s, total, stage_params(s.model, par, i, sum(layers[i])).expert),
-            gather=param_gather(s, groups, total, sum(layers[i]))))
+            optimizer_s=optimizer_s(s, total, expert),
+            gather=param_gather(s, groups, total, sum(layers[i])),
+            host_s=_host_s(s, groups, i, total, expert)))
     return tuple(out)
+
+
+def _host_s(s: Scenario, groups: comm_plan.Groups, stage: int, held: float,
+            expert: float) -> float:
+    """The host's part of stage ``stage``'s offloaded step, beside the backward of one
+    micro-batch over the whole stage (the analytical step's span); 0 without offload."""
+    if not offloads_optimizer(s):
+        return 0.0
+    par = s.parallelism
+    backward = layer_costs(s, groups).span(sum(stage_chunks(par, s.model.layers)[stage]),
+                                           stage == 0, stage == par.pp - 1, held).backward_s
+    return host_step_s(s, held, expert, grad_bytes_of(s), backward)

@@ -33,6 +33,7 @@ def check_parallelism(par: ParallelismSpec, m: ModelSpec, topo: TopologySpec) ->
     _check_tp(par, m)
     _check_pp(par, m.layers)
     _check_cp_ep(par, m)
+    _check_offload(par)
     _check_placement(par, scale_up_domain(topo))
 
 
@@ -51,6 +52,18 @@ def _check_tp(par: ParallelismSpec, m: ModelSpec) -> None:
     check_tp_divides_model(par.tp, m)
     if par.sequence_parallel and par.tp == 1:
         raise SpecError("parallelism.sequence_parallel", "needs tp > 1 (it splits TP activations)")
+
+
+def _check_offload(par: ParallelismSpec) -> None:
+    """DeepSpeed's rules (``deepspeed/runtime/zero/config.py``): ``offload_optimizer`` is "valid
+    for ZeRO stage 1, 2, 3", ``offload_param`` "valid only with stage 3"."""
+    if par.offload == "optimizer" and par.zero_stage < 1:
+        raise SpecError("parallelism.offload", "optimizer needs zero_stage >= 1 (the CPU updates "
+                        f"each GPU's ZeRO shard), got zero_stage {par.zero_stage}")
+    if par.offload == "optimizer+params" and par.zero_stage != 3:
+        raise SpecError("parallelism.offload", "optimizer+params needs zero_stage 3 (the "
+                        f"parameters are offloaded as ZeRO-3 shards), got zero_stage "
+                        f"{par.zero_stage}")
 
 
 def scale_up_domain(topo: TopologySpec) -> int:

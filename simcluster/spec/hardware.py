@@ -42,6 +42,13 @@ MAX_NICS_PER_NODE = 64
 MAX_CPU_SOCKETS = 16
 #: Ports of one switch: real switch ASICs have 32-512 (Quantum-2 64 x 400G, Tomahawk 5 512 x 100G).
 MAX_SWITCH_RADIX = 4096
+#: DeepSpeed's CPU Adam, parameters updated per second on one host: "it reduces the optimizer time
+#: from 56 seconds to 8.2 seconds to an 11.6B parameter GPT2 model" (R. Yazdani Aminabadi,
+#: deepspeedai/DeepSpeed PR #735, 2021-02-08; the host is not named), 11.6e9 / 8.2 = 1.41e9. The
+#: same team states 5.1x to 6.5x over PyTorch's CPU Adam for 1-10B parameters with AVX-512
+#: (DeepSpeed docs/_pages/features.md, "CPU-Adam"). A desktop CPU with two memory channels is
+#: likely slower: set the topology's own (host.cpu_adam_params_per_s).
+CPU_ADAM_PARAMS_PER_S = 1.41e9
 #: A price's date: a year, a month or a day (``2022``, ``2022-03``, ``2022-03-29``).
 AS_OF_PATTERN = re.compile(r"^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")
 
@@ -81,6 +88,11 @@ class NodePriceSpec:
     node_usd: float | None = spec_field(None, unit="usd", gt=0, doc="one whole node (server, box)")
     node_power_W: float | None = spec_field(None, unit="W", gt=0,
                                             doc="maximum system power of one node (datasheet)")
+    nic_usd: float | None = spec_field(None, unit="usd", ge=0,
+                                       doc="one scale-out NIC (bought with the nodes, docs/cost.md)")
+    switch_port_usd: float | None = spec_field(
+        None, unit="usd", ge=0, doc="one scale-out switch port: a switch's price over its ports "
+        "(cables and optics not priced; docs/cost.md)")
     as_of: str = spec_field(doc="date of the price: YYYY, YYYY-MM or YYYY-MM-DD")
     source: str = spec_field(doc="citation: vendor page, press release or datasheet, with URL")
 
@@ -250,6 +262,13 @@ class HostSpec:
     gpus_per_pcie_switch: int = spec_field(1, ge=1, le=MAX_GPUS_PER_NODE)
     cpu_sockets: int = spec_field(1, ge=1, le=MAX_CPU_SOCKETS)
     inter_socket_Bps: float = spec_field(32e9, unit="GBps", gt=0)
+    memory_bytes: float | None = spec_field(
+        None, unit="GiB", gt=0, doc="host (CPU) memory of one node, checked against the state "
+        "parallelism.offload keeps there; null: not stated, not checked")
+    cpu_adam_params_per_s: float = spec_field(
+        CPU_ADAM_PARAMS_PER_S, gt=0, doc="parameters the node's CPUs update per second with "
+        "DeepSpeed's CPU Adam (parallelism.offload), shared by the node's GPUs; default: 11.6B "
+        "parameters in 8.2 s (DeepSpeed PR #735, AVX CPU Adam on a server host)")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,8 @@ from simcluster.spec.schema import Context, spec_field
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1")
 RECOMPUTE = ("none", "selective", "full")
+#: ``parallelism.offload``: ZeRO-Offload and ZeRO-Infinity's CPU offload (:mod:`simcluster.perf.offload`).
+OFFLOADS = ("none", "optimizer", "optimizer+params")
 INTER_ARRIVAL = ("exponential", "weibull")
 #: Weibull shapes accepted: published fits of hardware failures lie in 0.5-1.5 (Schroeder and
 #: Gibson, DSN 2006: 0.7-0.8); below 0.1 the mean is an extreme tail (Gamma(11) times the scale).
@@ -66,6 +68,11 @@ class ParallelismSpec:
     sequence_parallel: bool = spec_field(False)
     recompute: str = spec_field("none", choices=RECOMPUTE)
     zero_stage: int = spec_field(1, ge=0, le=3)
+    offload: str = spec_field(
+        "none", choices=OFFLOADS, doc="optimizer: each GPU's ZeRO shard of fp32 weights, Adam "
+        "moments and gradients in host memory, Adam on the CPU (ZeRO-Offload; needs zero_stage "
+        ">= 1); optimizer+params: the 16-bit weights too, fetched layer by layer over PCIe "
+        "(ZeRO-Infinity, CPU; needs zero_stage 3); NVMe is not modelled (docs/offload.md)")
     stage_layers: tuple[int, ...] | None = spec_field(None, ge=0)
     tp_across_nodes: bool = spec_field(False)
 
@@ -320,6 +327,12 @@ class CostSpec:
     electricity_per_kWh_usd: float = spec_field(0.0, unit="usd", ge=0)
     node_power_W: float | None = spec_field(None, unit="W", gt=0)
     pue: float = spec_field(1.0, ge=1.0)
+    nic_usd: float | None = spec_field(None, unit="usd", ge=0,
+                                       doc="buy: one scale-out NIC (default: the topology's "
+                                           "price.nic_usd)")
+    switch_port_usd: float | None = spec_field(None, unit="usd", ge=0,
+                                               doc="buy: one scale-out switch port (default: the "
+                                                   "topology's price.switch_port_usd)")
 
     @staticmethod
     def derive(values: dict[str, Any], context: Context) -> None:
@@ -334,6 +347,10 @@ class CostSpec:
             given = "node_price_usd" if node is not None else "rent_per_gpu_hour_usd"
             raise SpecError("mode", f"{mode} contradicts {given}; to switch a scenario to "
                             f"{mode}ing use 'cost: {mode}' (--set cost={mode}), catalog prices")
+        for key in ("nic_usd", "switch_port_usd"):
+            if mode == "rent" and values.get(key) is not None:
+                raise SpecError(key, "prices bought network gear; a rented GPU-hour includes the "
+                                "network (use mode: buy)")
         cluster = context.get("cluster")
         topology = cluster.topology if isinstance(cluster, ClusterSpec) else None
         if mode == "rent" and rent is None:
@@ -342,8 +359,9 @@ class CostSpec:
             price = topology.price if topology is not None else None
             if node is None:
                 values["node_price_usd"] = _catalog_node_price(topology)
-            if values.get("node_power_W") is None and price is not None:
-                values["node_power_W"] = price.node_power_W
+            for key in ("node_power_W", "nic_usd", "switch_port_usd"):
+                if values.get(key) is None and price is not None:
+                    values[key] = getattr(price, key)
 
 
 def _mode_of(rent: float | None, node: float | None) -> str:

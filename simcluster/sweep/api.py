@@ -41,6 +41,7 @@ class Request:
     constraints: Mapping[str, Any] = field(default_factory=dict)
     contention: str = "auto"
     gpus: int | None = None
+    options: tuple[str, ...] = ()  # --option 'NAME: KEY=V1,V2 ...'
 
 
 def _section(source: Source) -> tuple[dict[str, Any], str]:
@@ -79,7 +80,7 @@ def prepare(request: Request) -> tuple[AnalyticalTask, config.Plan, str]:
         settings=config.settings_from(section.get("options"),
                                       {k: v if isinstance(v, list) else [v]
                                        for k, v in vary.items()}, label, request.vary,
-                                      layouts == "search"),
+                                      layouts == "search", request.options),
         axes=config.axes_from(section.get("search"), request.search, label),
         layouts=layouts, objective=objective,
         constraints=config.constraints_from(section.get("constraints"), request.constraints, label),
@@ -167,16 +168,18 @@ def sweep(scenario: Source, *, overrides: Sequence[str] = (), vary: Sequence[str
           constraints: Mapping[str, Any] | None = None, contention: str = "auto", jobs: int | None = 1,
           backend: str = "local", ray_address: str | None = None, out: str | Path | None = None,
           progress: bool = False, replicas: int = 100, gpus: int | None = None,
-          results: str = "parquet") -> pd.DataFrame:
+          results: str = "parquet", options: Sequence[str] = ()) -> pd.DataFrame:
     """Sweep ``scenario``: every valid layout (and every option and varied value), ranked.
 
     Arguments are those of ``simcluster sweep`` (docs/sweep.md); ``vary`` and ``search`` items are
     ``KEY=V1,V2`` texts, ``constraints`` a mapping of ``max_gpus``, ``max_cost_usd``,
     ``max_days``, ``memory_headroom_gib`` (GiB or ``"auto"``); ``results`` is ``--results``
-    (``parquet``, ``csv`` or ``csv.gz``). Returns the eligible layouts best first.
+    (``parquet``, ``csv`` or ``csv.gz``); ``options`` are ``--option`` texts. Returns the
+    eligible layouts best first.
     """
     request = Request(scenario, tuple(overrides), tuple(vary), tuple(search), layouts, objective,
-                      top, rerank, goodput, dict(constraints or {}), contention, gpus)
+                      top, rerank, goodput, dict(constraints or {}), contention, gpus,
+                      tuple(options))
     execution = Execution(jobs, backend, ray_address, None if out is None else Path(out),
                           progress, replicas, results)
     return frame(execute(request, execution))

@@ -24,7 +24,7 @@ from simcluster.sweep.space import MAX_SEARCH_GPUS, divisors, stage_layers_for
 
 Source = str | Path | Mapping[str, Any]
 _SIMPLE = {"cp": 1, "ep": 1, "micro_batch": 1, "schedule": "1f1b", "virtual_stages": 1,
-           "zero_stage": 0, "sequence_parallel": False, "recompute": "none"}
+           "zero_stage": 0, "offload": "none", "sequence_parallel": False, "recompute": "none"}
 
 
 def load_base(source: Source, overrides: Sequence[str], search: bool) -> Scenario:

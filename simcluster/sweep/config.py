@@ -28,16 +28,17 @@ from typing import Any
 import yaml
 
 from simcluster.errors import SpecError
-from simcluster.spec.scenario import RECOMPUTE, SCHEDULES
+from simcluster.spec.scenario import OFFLOADS, RECOMPUTE, SCHEDULES
 from simcluster.sweep.evaluate import Setting
 from simcluster.sweep.space import AXES, DEFAULT_MAX_VIRTUAL_STAGES, LAYOUT_KEYS, SearchAxes
 
 #: Objective -> True when larger is better.
 OBJECTIVES = {"step_time_s": False, "tokens_per_s": True, "mfu": True,
               "time_to_train_days": False, "cost_usd": False, "capital_usd": False,
+              "cash_usd": False,
               "goodput_time_to_train_days": False}
-#: The objective names of docs/sweep.md (``--objective time|cost|goodput``).
-ALIASES = {"time": "time_to_train_days", "cost": "cost_usd",
+#: The objective names of docs/sweep.md (``--objective time|cost|cash|goodput``).
+ALIASES = {"time": "time_to_train_days", "cost": "cost_usd", "cash": "cash_usd",
            "goodput": "goodput_time_to_train_days"}
 LAYOUT_MODES = ("search", "fixed")
 MAX_SETTINGS = 10_000
@@ -46,7 +47,7 @@ _SECTION_KEYS = ("options", "vary", "layouts", "search", "objective", "constrain
 _CONSTRAINT_KEYS = ("max_gpus", "max_cost_usd", "max_days", "memory_headroom_gib")
 _AXIS_CHOICES: dict[str, tuple[Any, ...]] = {"schedule": SCHEDULES, "recompute": RECOMPUTE,
                                              "sequence_parallel": (False, True),
-                                             "zero_stage": (0, 1, 2, 3)}
+                                             "zero_stage": (0, 1, 2, 3), "offload": OFFLOADS}
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,21 @@ def parse_values(flag: str, text: str) -> tuple[str, list[Any]]:
     if any(v is None for v in out):
         raise SpecError(flag, f"{text!r} has an empty value")
     return key.strip(), out
+
+
+#: The option a file without ``sweep.options`` stands for when ``--option`` adds others.
+FILE_OPTION = "file"
+
+
+def parse_option(text: str) -> dict[str, Any]:
+    """``--option 'NAME: KEY=V1,V2 KEY=V'`` -> ``{name, set}`` as in ``sweep.options``: one more
+    hardware option beside the others, whose lists are swept inside it alone (``--vary``
+    multiplies every option)."""
+    name, sep, rest = text.partition(":")
+    if not sep or not name.strip() or not rest.split():
+        raise SpecError("--option", f"expected 'NAME: KEY=V1,V2 KEY=V ...', got {text!r}")
+    values = dict(parse_values("--option", item) for item in rest.split())
+    return {"name": name.strip(), "set": {k: v if len(v) > 1 else v[0] for k, v in values.items()}}
 
 
 def as_mapping(value: object, key: str, source: str) -> Mapping[str, Any]:
@@ -178,12 +194,19 @@ def axes_from(raw: object, flags: Sequence[str], source: str) -> SearchAxes:
 
 
 def settings_from(options: object, vary: Mapping[str, list[Any]], source: str,
-                  vary_flags: Sequence[str] = (), search: bool = True) -> tuple[Setting, ...]:
+                  vary_flags: Sequence[str] = (), search: bool = True,
+                  option_flags: Sequence[str] = ()) -> tuple[Setting, ...]:
     """Every (option x varied values) combination, in a fixed order.
 
     In a layout search the layout keys (``parallelism.tp``, ...) are the search's own axes and
-    cannot be varied; the other ``parallelism`` keys (``global_batch``) can.
+    cannot be varied; the other ``parallelism`` keys (``global_batch``) can. Each
+    ``--option`` (:func:`parse_option`) is one more option after the file's; a file without
+    options then counts as one, named ``file``.
     """
+    if option_flags and options is None:
+        options = [{"name": FILE_OPTION}]
+    if option_flags and isinstance(options, list):  # anything else is refused by _options
+        options = [*options, *(parse_option(text) for text in option_flags)]
     axes = dict(vary)
     for text in vary_flags:
         key, items = parse_values("--vary", text)

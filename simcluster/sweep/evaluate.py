@@ -20,6 +20,7 @@ from typing import Any
 from simcluster.errors import SpecError
 from simcluster.perf.memory import MemoryEstimate, estimate_memory
 from simcluster.perf.memory_overheads import WORST_ALLOCATOR_FRAGMENTATION
+from simcluster.perf.offload import host_refusal
 from simcluster.report.validation import validation_short
 from simcluster.run.single import RunResult, engine_step
 from simcluster.spec.scenario import ParallelismSpec, Scenario
@@ -31,7 +32,7 @@ from simcluster.units import GiB
 #: Scalar fields of a run's output copied into an ``ok`` row (``iteration_time_s`` as ``step_time_s``).
 RUN_FIELDS = ("step_time_s", "tokens_per_s", "mfu", "model_tflops_per_gpu", "hfu",
               "bubble_fraction", "peak_memory_gib", "memory_capacity_gib", "time_to_train_days",
-              "gpu_hours", "cost_usd", "capital_usd", "energy_usd")
+              "gpu_hours", "cost_usd", "cash_usd", "capital_usd", "network_usd", "energy_usd")
 _BASES: dict[str, Scenario] = {}
 
 
@@ -94,7 +95,8 @@ class AnalyticalTask:
         row: Row = {**layout_values(par), "status": "ok", "reason": "",
                     "peak_memory_gib": memory.peak_bytes / GiB,
                     "memory_capacity_gib": memory.capacity_bytes / GiB}
-        reason = memory_refusal(memory, self.headroom_gib)
+        reason = (host_refusal(memory.host_bytes, memory.host_capacity_bytes, s.cluster.topology)
+                  or memory_refusal(memory, self.headroom_gib))
         if reason:
             row.update(status="memory", reason=reason)
             return row

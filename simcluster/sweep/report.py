@@ -22,6 +22,7 @@ def layout_text(row: Row) -> str:
     parts.append(str(row["recompute"]))
     parts += ["sp"] if row.get("sequence_parallel") else []
     parts.append(f"z{row['zero_stage']}")
+    parts += [f"offload:{row['offload']}"] if row.get("offload") not in (None, "none") else []
     parts += [f"layers[{runs_text(str(row['stage_layers']))}]"] if row.get("stage_layers") else []
     return " ".join(parts)
 
@@ -128,7 +129,7 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True,
     capital = any(rows[i].get("capital_usd") is not None for i in indexes)
     headers = ["#"] + (["option"] if options else []) + varied + [
         "layout", "engine", "step s", "tokens/s", "MFU", "GiB", "days", "cost $", "validated"]
-    headers += ["capital $"] if capital else []
+    headers += ["capital $", "cash $"] if capital else []
     headers += ["goodput", "ckpt min", "days w/ failures"] if goodput else []
     headers += ["same results"] if any(variants) else []
     body = []
@@ -141,7 +142,7 @@ def _table(outcome: SweepOutcome, indexes: Sequence[int], numbered: bool = True,
         line += [labels[n], r.get("engine", "analytical"), r.get("step_time_s"),
                  r.get("tokens_per_s"), r.get("mfu"), r.get("peak_memory_gib"),
                  r.get("time_to_train_days"), _money(r.get("cost_usd")), r.get("validation")]
-        line += [_money(r.get("capital_usd"))] if capital else []
+        line += [_money(r.get("capital_usd")), _money(r.get("cash_usd"))] if capital else []
         if goodput:
             line += [r.get("goodput"), r.get("checkpoint_interval_min"),
                      r.get("goodput_time_to_train_days")]
@@ -170,7 +171,8 @@ def rejections_text(outcome: SweepOutcome) -> str:
 
 
 def options_text(outcome: SweepOutcome) -> str:
-    """Each option's best layout (capacity planning): time, cost and capital side by side."""
+    """Each option's best layout (capacity planning): time, cost, capital and cash side by side
+    (cash: the rent, or the capital plus electricity when buying; docs/cost.md)."""
     rows = outcome.rows
     names: list[str] = []
     for i in outcome.ranked:
@@ -184,10 +186,10 @@ def options_text(outcome: SweepOutcome) -> str:
         r = rows[best]
         body.append([name, r.get("nodes"), r.get("gpus"), layout_text(r), r.get("step_time_s"),
                      r.get("time_to_train_days"), _money(r.get("cost_usd")),
-                     _money(r.get("capital_usd")), r.get("peak_memory_gib"),
-                     r.get("memory_capacity_gib")])
+                     _money(r.get("capital_usd")), _money(r.get("cash_usd")),
+                     r.get("peak_memory_gib"), r.get("memory_capacity_gib")])
     headers = ["option", "nodes", "gpus", "best layout", "step s", "days", "cost $",
-               "capital $", "GiB", "of GiB"]
+               "capital $", "cash $", "GiB", "of GiB"]
     return format_table(headers, body)
 
 

@@ -28,8 +28,10 @@ INTERVAL_KEY = "checkpoint.interval_min"
 
 
 def layout_of(row: Row) -> dict[str, Any]:
-    """The ``ParallelismSpec`` fields of a result row (``stage_layers`` back to a tuple)."""
-    values: dict[str, Any] = {k: row[k] for k in LAYOUT_KEYS}
+    """The ``ParallelismSpec`` fields of a result row (``stage_layers`` back to a tuple; a row
+    stored before ``offload`` was a layout key keeps its optimizer on the GPU)."""
+    values: dict[str, Any] = {k: row[k] if k != "offload" else row.get(k) or "none"
+                              for k in LAYOUT_KEYS}
     text = str(values.pop("stage_layers") or "")
     values["stage_layers"] = tuple(int(x) for x in text.split(",")) if text else None
     return values

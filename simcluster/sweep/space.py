@@ -1,8 +1,8 @@
 """The layout space of a scenario: every valid parallel layout of its model on its GPUs.
 
 The enumeration walks a tree: a split ``(tp, pp, cp, ep)`` (``dp`` follows from the GPU count),
-then the schedule variant (schedule, virtual stages, stage layers), ZeRO stage and sequence
-parallelism, then micro-batch and recompute. Every rule is the loader's own
+then the schedule variant (schedule, virtual stages, stage layers), ZeRO stage, offload and
+sequence parallelism, then micro-batch and recompute. Every rule is the loader's own
 (:func:`simcluster.spec.layout.build_layout`): a split is checked once with the least demanding
 completion (micro-batch 1, 1F1B, ZeRO-0, no sequence parallelism), and every schedule variant
 once at micro-batch 1. Micro-batch and recompute then vary freely: the loader's rules read them
@@ -16,7 +16,10 @@ The space is finite by two stated conventions (docs/sweep.md):
   ``pp*virtual_stages`` does not divide the layers, the split is the balanced one with the lighter
   chunks first and last (they also hold the embedding and the logits: Llama 3's 405B recipe,
   Dubey et al. 2024 s3.3.2), one ``stage_layers`` per shape rather than every composition;
-- interleaving uses at most ``max_virtual_stages`` chunks per stage (default 8).
+- interleaving uses at most ``max_virtual_stages`` chunks per stage (default 8);
+- ``offload`` (ZeRO-Offload, :mod:`simcluster.perf.offload`) is searched only where the search
+  names it (``--search offload=none,optimizer``): by default every layout keeps its optimizer on
+  the GPU, so the space is not tripled for every scenario.
 """
 
 from __future__ import annotations
@@ -28,14 +31,17 @@ from typing import Any
 from simcluster.errors import SpecError
 from simcluster.spec.checks import scale_up_domain
 from simcluster.spec.layout import build_layout
-from simcluster.spec.scenario import RECOMPUTE, SCHEDULES, ParallelismSpec, Scenario
+from simcluster.spec.scenario import OFFLOADS, RECOMPUTE, SCHEDULES, ParallelismSpec, Scenario
 
 #: The layout keys a sweep sets, in output column order.
 LAYOUT_KEYS = ("tp", "pp", "cp", "dp", "ep", "micro_batch", "schedule", "virtual_stages",
-               "stage_layers", "recompute", "sequence_parallel", "zero_stage", "tp_across_nodes")
+               "stage_layers", "recompute", "sequence_parallel", "zero_stage", "tp_across_nodes",
+               "offload")
 #: Axes a user may restrict (``--search KEY=V1,V2``); ``dp`` and ``tp_across_nodes`` follow.
 AXES = ("tp", "pp", "cp", "ep", "micro_batch", "schedule", "virtual_stages", "recompute",
-        "sequence_parallel", "zero_stage")
+        "sequence_parallel", "zero_stage", "offload")
+#: Axes searched over these values unless the search names them (docstring: ``offload``).
+DEFAULT_AXIS_VALUES: dict[str, tuple[Any, ...]] = {"offload": ("none",)}
 DEFAULT_MAX_VIRTUAL_STAGES = 8
 #: Most GPUs a layout search takes (2**21, 2 M: eight times the largest clusters built); the
 #: enumeration walks the divisors of the GPU count, so a bound keeps it instant.
@@ -114,6 +120,8 @@ def stage_layers_for(layers: int, pp: int, virtual: int) -> tuple[int, ...] | No
 
 
 def _axis(axes: SearchAxes, name: str, candidates: list[Any]) -> list[Any]:
+    if name in DEFAULT_AXIS_VALUES and name not in axes.values:
+        candidates = [v for v in candidates if v in DEFAULT_AXIS_VALUES[name]]
     return [v for v in candidates if axes.allows(name, v)]
 
 
@@ -138,7 +146,7 @@ def splits(base: Scenario, axes: SearchAxes, rejections: Rejections
                     if _accepts(base, rejections, "split", {
                             **values, "micro_batch": 1, "schedule": "1f1b", "virtual_stages": 1,
                             "zero_stage": 0, "sequence_parallel": False, "recompute": "none",
-                            "stage_layers": stage_layers_for(layers, pp, 1)}):
+                            "offload": "none", "stage_layers": stage_layers_for(layers, pp, 1)}):
                         yield values
 
 
@@ -185,15 +193,16 @@ Candidate = ParallelismSpec | tuple[dict[str, Any], SpecError]
 
 def split_layouts(base: Scenario, split: dict[str, Any], axes: SearchAxes) -> Iterator[Candidate]:
     """The layouts of one valid ``split``, and ``(values, error)`` for each rejected variant."""
-    zeros = _axis(axes, "zero_stage", [0, 1, 2, 3])
+    zeros = [(z, off) for z in _axis(axes, "zero_stage", [0, 1, 2, 3])
+             for off in _axis(axes, "offload", list(OFFLOADS))]
     sps = _axis(axes, "sequence_parallel", [False, True])
     recomputes = _axis(axes, "recompute", list(RECOMPUTE))
     micro = _axis(axes, "micro_batch", divisors(base.parallelism.global_batch // split["dp"]))
     for schedule, v, stage_layers in schedule_variants(base, split["pp"], axes):
-        for zero in zeros:
+        for zero, offload in zeros:
             for sp in sps:
                 values = {**split, "micro_batch": 1, "schedule": schedule, "virtual_stages": v,
-                          "stage_layers": stage_layers, "zero_stage": zero,
+                          "stage_layers": stage_layers, "zero_stage": zero, "offload": offload,
                           "sequence_parallel": sp, "recompute": "none"}
                 try:
                     first = build_layout(base, values)
@@ -207,7 +216,7 @@ def count_layouts(base: Scenario, split: dict[str, Any], axes: SearchAxes) -> in
     """An upper bound of the layouts of ``split`` (its candidates), to size work chunks."""
     micro = _axis(axes, "micro_batch", divisors(base.parallelism.global_batch // split["dp"]))
     variants = sum(1 for _ in schedule_variants(base, split["pp"], axes))
-    per = (len(_axis(axes, "zero_stage", [0, 1, 2, 3]))
+    per = (len(_axis(axes, "zero_stage", [0, 1, 2, 3])) * len(_axis(axes, "offload", list(OFFLOADS)))
            * len(_axis(axes, "sequence_parallel", [False, True]))
            * len(_axis(axes, "recompute", list(RECOMPUTE))))
     return max(1, len(micro) * variants * per)

@@ -11,10 +11,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simcluster.errors import SpecError
-from simcluster.perf.cost import NODE_POWER_OVER_GPU_TDP, SECONDS_PER_YEAR, training_cost
+from simcluster.perf.cost import (
+    NODE_POWER_OVER_GPU_TDP,
+    SECONDS_PER_YEAR,
+    network_usd,
+    switch_ports,
+    training_cost,
+)
 from simcluster.report.run import run_text
 from simcluster.run.single import simulate
 from simcluster.spec import load_scenario
+from simcluster.spec.hardware import ScaleOutSpec
 from simcluster.spec.scenario import CostSpec
 from simcluster.spec.schema import parse
 
@@ -109,8 +116,9 @@ def test_todays_files_load_to_the_same_numbers() -> None:
     default = load_scenario(ROOT / "scenarios" / "default.yaml").cost
     assert default == CostSpec(mode="rent", rent_per_gpu_hour_usd=2.5)
     boxes = load_scenario(ROOT / "scenarios" / "gpt-10b-4x3090ti.yaml").cost
+    # the scenario's own node price; the topology's switch-port price (docs/cost.md, "Network gear")
     assert boxes == CostSpec(mode="buy", node_price_usd=9000.0, amortisation_years=3.0,
-                             electricity_per_kWh_usd=0.15)
+                             electricity_per_kWh_usd=0.15, switch_port_usd=80.94)
 
 
 def test_mode_buy_takes_node_price_and_power_from_the_topology() -> None:
@@ -192,19 +200,92 @@ def test_no_number_no_mode_and_bad_shorthand() -> None:
 def test_run_output_has_capital_and_energy_when_buying() -> None:
     d = simulate(load_scenario(BOXES, ["cost.electricity_per_kWh_usd=0.2"]),
                  engine="analytical").to_dict()
-    assert d["capital_usd"] == 2 * 8998.0
+    # two boxes on one switch: 2 NIC ports x $80.94 (topology's switch_port_usd); NICs unpriced
+    assert d["network_usd"] == pytest.approx(2 * 80.94)
+    assert d["network_unpriced"] == ["nics"]
+    capital = 2 * 8998.0 + 2 * 80.94
+    assert d["capital_usd"] == pytest.approx(capital)
     node_w = NODE_POWER_OVER_GPU_TDP * 4 * 450.0
     hours = d["time_to_train_days"] * 24
     assert d["energy_usd"] == pytest.approx(2 * node_w * hours / 1000 * 0.2, rel=1e-12)
-    amortised = 2 * 8998.0 * d["time_to_train_days"] * 86400 / (4 * SECONDS_PER_YEAR)
+    amortised = capital * d["time_to_train_days"] * 86400 / (4 * SECONDS_PER_YEAR)
     assert d["cost_usd"] == pytest.approx(amortised + d["energy_usd"], rel=1e-12)
-    assert "capital $17,996 up front" in run_text(d)
+    assert d["cash_usd"] == pytest.approx(capital + d["energy_usd"], rel=1e-12)
+    assert ("cash $" + f"{capital + d['energy_usd']:,.0f} (capital $18,158 up front, of which "
+            "network $162, nics not priced; + energy $") in run_text(d)
 
 
 def test_run_output_capital_is_null_when_renting_or_without_tokens() -> None:
     d = simulate(load_scenario(GPT3), engine="analytical").to_dict()
     assert d["cost_usd"] == pytest.approx(d["gpu_hours"] * 1.8)
-    assert (d["capital_usd"], d["energy_usd"]) == (None, None)
+    assert (d["capital_usd"], d["energy_usd"], d["network_usd"]) == (None, None, None)
+    assert d["cash_usd"] == d["cost_usd"]  # the rent is the cash the run needs
+    assert "rent (the cash this run needs)" in run_text(d)
     assert "up front" not in run_text(d)
     d = simulate(load_scenario(BOXES, ["training.tokens=null"]), engine="analytical").to_dict()
     assert (d["cost_usd"], d["capital_usd"], d["energy_usd"]) == (None, None, None)
+
+
+# ------------------------------------------------------------------------ cash and network gear
+
+
+def _scale_out(**values: Any) -> ScaleOutSpec:
+    return parse(ScaleOutSpec, {"nics_per_node": 8, "nic_Gbps": 400, "switch_radix": 64,
+                                **values})
+
+
+@pytest.mark.parametrize(("nodes", "values", "ports"), [
+    (1, {}, 0),                                      # one node: no fabric
+    (4, {"fabric": "single-switch"}, 32),            # every NIC on one switch
+    (4, {}, 32),                                     # 32 NICs fill one 32-down-port leaf
+    (16, {}, 128 * 3),                               # 4 leaves, 2 levels: E (1 + 2/1)
+    (16, {"oversubscription": 2.0}, 128 * 2),        # E (1 + 2/2)
+    (16, {"fabric": "rail-optimized"}, 128 * 3),     # 8 rails x 1 leaf: still a spine
+    (2048, {}, 16384 * 5),                           # 512 leaves > radix 64: 3 levels, E (1 + 4)
+])
+def test_switch_ports_oracle(nodes: int, values: dict[str, Any], ports: int) -> None:
+    assert switch_ports(nodes, _scale_out(**values)) == ports
+
+
+def test_network_oracle_and_unpriced_parts() -> None:
+    """16 DGX-like nodes: 128 NICs x $1,000 + 384 switch ports x $500 = $320,000."""
+    out = _scale_out()
+    cost = _buy(nic_usd=1000, switch_port_usd=500)
+    assert network_usd(cost, 16, out) == (128 * 1000 + 384 * 500, ())
+    assert network_usd(_buy(switch_port_usd=500), 16, out) == (384 * 500, ("nics",))
+    assert network_usd(_buy(), 16, out) == (0.0, ("nics", "switch ports"))
+    assert network_usd(cost, 1, out) == (0.0, ())
+    c = training_cost(HALF_YEAR_S, 1.0, 128, 16, 700.0, cost, out)
+    assert c.capital_usd == 16 * 9000 + 320_000
+    assert c.cash_usd == c.capital_usd  # no electricity price
+    assert c.cost_usd == pytest.approx(c.capital_usd / 6)  # half a year of three
+
+
+@given(nodes=st.integers(1, 5000), more=st.integers(0, 5000), k=st.floats(1.0, 8.0),
+       fabric=st.sampled_from(["fat-tree", "rail-optimized", "single-switch"]))
+def test_switch_ports_cover_the_nics_and_grow_with_the_cluster(nodes: int, more: int, k: float,
+                                                               fabric: str) -> None:
+    out = _scale_out(fabric=fabric, oversubscription=k)
+    assert switch_ports(nodes, out) >= (nodes * 8 if nodes > 1 else 0)
+    assert switch_ports(nodes + more, out) >= switch_ports(nodes, out)
+
+
+@given(t=st.floats(1.0, 10 * SECONDS_PER_YEAR), years=st.floats(0.5, 8.0),
+       kwh=st.floats(0.0, 1.0))
+def test_cash_minus_amortised_is_the_capital_not_yet_used(t: float, years: float, kwh: float) -> None:
+    """cash - cost = capital x (1 - t / T): buying needs more cash than it is charged until the
+    machines are written off."""
+    cost = _buy(amortisation_years=years, electricity_per_kWh_usd=kwh)
+    c = training_cost(t, 1.0, 16, 4, 700.0, cost)
+    assert c.cash_usd is not None
+    assert c.capital_usd is not None
+    assert c.cost_usd is not None
+    lifetime = years * SECONDS_PER_YEAR
+    assert c.cash_usd - c.cost_usd == pytest.approx(c.capital_usd * (1 - t / lifetime),
+                                                    rel=1e-9, abs=1e-6)
+
+
+def test_network_prices_are_for_buying() -> None:
+    err = _error(BOXES, ["cost=rent", "cost.rent_per_gpu_hour_usd=1", "cost.nic_usd=500"])
+    assert err.key.endswith("cost.nic_usd")
+    assert "a rented GPU-hour includes the network" in err.message

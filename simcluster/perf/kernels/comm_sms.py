@@ -102,8 +102,10 @@ def overlap_share(s: Scenario, dp: CommGroup | None, layer: LayerTimes) -> float
     """Extra compute seconds per second of DP or ZeRO collective on ``dp`` beside it (module
     docstring): ``1 - 1/slow``, ``slow`` the layer's forward and backward on the SMs and the HBM
     bandwidth the collective leaves; ``comm_sm_share`` when the layer has no memory-bound kernel;
-    0 when ``execution.comm_sms`` is 0 (the collectives stated to take nothing)."""
-    if s.execution.comm_sms == 0:  # stated: the collectives take nothing from compute
+    0 when ``execution.comm_sms`` is 0 (the collectives stated to take nothing), and without a
+    DP group (nothing but the host copies of ``parallelism.offload`` can run beside compute, on
+    the copy engines)."""
+    if s.execution.comm_sms == 0 or dp is None:  # stated: they take nothing; or none runs
         return 0.0
     intra = dp is not None and dp.nodes == 1
     return _overlap_share(comm_sm_share(s, intra), hbm_share(s, dp),
