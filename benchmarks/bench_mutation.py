@@ -41,7 +41,12 @@ sys.path.insert(0, str(ROOT))
 from simcluster.report.table import format_table  # noqa: E402
 
 MUTANTS = ROOT / "mutants"
-SCOPE = ("simcluster/perf", "simcluster/horizon")
+SCOPE = ("simcluster",)  # every module ``[tool.mutmut] only_mutate`` names
+#: The random sample (issue 24 item 10): its names, one per line, kept so a later run tests the same.
+SAMPLE_FILE = ROOT / "benchmarks" / "mutation_sample.txt"
+DEFAULT_SAMPLE, DEFAULT_SEED = 300, 24
+#: Each package's share of the sample is proportional to its mutants, at least this many.
+MIN_PER_PACKAGE = 20
 
 #: mutmut 3's exit-code meaning (``mutmut/stats.py``, ``status_by_exit_code``); others: "suspicious".
 STATUS_BY_EXIT = {
@@ -139,6 +144,51 @@ def _unchecked(by_module: dict[str, dict[str, str]]) -> int:
     return sum(tally(statuses)["mutants"] for statuses in by_module.values()) - _checked(by_module)
 
 
+def package_of(name: str) -> str:
+    """``simcluster.perf.flops.x_f__mutmut_3`` -> ``perf``; top-level modules (``cli_sweep``,
+    ``units``) -> ``cli`` for the ``cli*`` modules, else the module's name."""
+    parts = name.split(".")
+    top = parts[1] if len(parts) > 2 else parts[-1]
+    return "cli" if top.startswith("cli") else top
+
+
+def draw_sample(names: Sequence[str], size: int, seed: int) -> list[str]:
+    """A random sample of ``size`` mutant names, stratified by package (:func:`package_of`): each
+    package gets ``max(MIN_PER_PACKAGE, proportional share)`` (all of its mutants if fewer), then
+    the draw is trimmed to ``size`` from the largest shares. ``numpy.random.default_rng(seed)``:
+    the same names give the same sample."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    by_package: dict[str, list[str]] = {}
+    for name in sorted(names):
+        by_package.setdefault(package_of(name), []).append(name)
+    total = sum(len(v) for v in by_package.values())
+    share = {p: min(len(v), max(MIN_PER_PACKAGE, round(size * len(v) / total)))
+             for p, v in by_package.items()}
+    while sum(share.values()) > size and any(n > MIN_PER_PACKAGE for n in share.values()):
+        largest = max(share, key=share.__getitem__)
+        share[largest] -= 1
+    chosen = [str(n) for p, v in by_package.items()
+              for n in rng.choice(v, size=share[p], replace=False)]
+    return sorted(chosen)
+
+
+def all_mutants() -> list[str]:
+    """Every mutant name mutmut generated (its ``mutants/**/*.py.meta`` files)."""
+    return [k for meta in sorted((MUTANTS / "simcluster").rglob("*.py.meta"))
+            for k in json.loads(meta.read_text())["exit_code_by_key"]]
+
+
+def package_table(by_module: dict[str, dict[str, str]]) -> str:
+    """Kill rate per package (the sample's table)."""
+    merged: dict[str, dict[str, str]] = {}
+    for statuses in by_module.values():
+        for name, status in statuses.items():
+            merged.setdefault(package_of(name), {})[name] = status
+    return table(dict(sorted(merged.items())))
+
+
 def run_mutmut(patterns: Sequence[str], max_children: int) -> tuple[int, float]:
     """Run ``mutmut run`` in the repository root; its exit status and wall time (s)."""
     argv = [str(Path(sys.executable).with_name("mutmut")), "run", "--max-children", str(max_children),
@@ -155,7 +205,26 @@ def main() -> None:
     parser.add_argument("--run", action="store_true", help="run mutmut first (resumes where it stopped)")
     parser.add_argument("--max-children", type=int, default=2, help="parallel mutant workers")
     parser.add_argument("--survivors", type=int, default=0, help="also list this many survivors")
+    parser.add_argument("--sample", type=int, default=0, metavar="N",
+                        help=f"draw N mutants (300 for issue 24) stratified by package, write "
+                             f"their names to {SAMPLE_FILE.name} and use them as the patterns")
+    parser.add_argument("--sampled", action="store_true",
+                        help=f"use the names in {SAMPLE_FILE.name} as the patterns")
+    parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help="seed of --sample")
+    parser.add_argument("--by-package", action="store_true",
+                        help="the table per package (the sample's), not per module")
     args = parser.parse_args()
+    if args.sample:
+        names = all_mutants()
+        if not names:
+            sys.exit("no mutants generated yet: run `python benchmarks/bench_mutation.py --run "
+                     "'nothing.*'` first (generates every mutant and collects test coverage)")
+        sample = draw_sample(names, args.sample, args.seed)
+        SAMPLE_FILE.write_text("\n".join(sample) + "\n", encoding="utf-8")
+        print(f"{len(sample)} of {len(names)} mutants drawn (seed {args.seed}) -> {SAMPLE_FILE}")
+        args.patterns = sample
+    elif args.sampled:
+        args.patterns = SAMPLE_FILE.read_text(encoding="utf-8").split()
     before = _checked(load_statuses(args.patterns)) if MUTANTS.exists() else 0
     if args.run:
         status, wall = run_mutmut(args.patterns, args.max_children)
@@ -165,7 +234,7 @@ def main() -> None:
     by_module = load_statuses(args.patterns)
     if not by_module:
         sys.exit("no mutmut results in mutants/: run with --run first")
-    print(table(by_module))
+    print(package_table(by_module) if args.by_package else table(by_module))
     if (MUTANTS / "mutmut-stats.json").exists():
         every, left = worst_case_minutes(by_module)
         print(f"worst case (every mutant survives), serial test time: {every:.0f} min in all,"

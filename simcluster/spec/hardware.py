@@ -46,8 +46,9 @@ MAX_SWITCH_RADIX = 4096
 #: from 56 seconds to 8.2 seconds to an 11.6B parameter GPT2 model" (R. Yazdani Aminabadi,
 #: deepspeedai/DeepSpeed PR #735, 2021-02-08; the host is not named), 11.6e9 / 8.2 = 1.41e9. The
 #: same team states 5.1x to 6.5x over PyTorch's CPU Adam for 1-10B parameters with AVX-512
-#: (DeepSpeed docs/_pages/features.md, "CPU-Adam"). A desktop CPU with two memory channels is
-#: likely slower: set the topology's own (host.cpu_adam_params_per_s).
+#: (github.com/deepspeedai/DeepSpeed/blob/master/docs/_pages/features.md, "CPU-Adam"). A desktop
+#: CPU with two memory channels is likely slower: set the topology's own
+#: (host.cpu_adam_params_per_s).
 CPU_ADAM_PARAMS_PER_S = 1.41e9
 #: A price's date: a year, a month or a day (``2022``, ``2022-03``, ``2022-03-29``).
 AS_OF_PATTERN = re.compile(r"^\d{4}(-(0[1-9]|1[0-2])(-(0[1-9]|[12]\d|3[01]))?)?$")

@@ -27,12 +27,14 @@ BIN = Path(sys.executable).parent
 INSTALL = ("python3 -m venv .venv", ". .venv/bin/activate", "pip install -e '.[plots]'")
 #: Command prefix -> strings the text quotes from its output (each must be in both).
 QUOTED: dict[str, tuple[str, ...]] = {
-    "simcluster run scenarios/plan-10b-300b.yaml": ("14.49 s", "47.99 days", "30,728", "287,936"),
-    "simcluster sweep scenarios/plan-10b-300b.yaml": ("61.87", "19,810", "143,968", "62.16", "25,500",
-                                                      "398,000", "22.48", "106,110"),
+    "simcluster run scenarios/plan-10b-300b.yaml": ("14.49 s", "47.99 days", "308,636", "290,526",
+                                                    "30,842"),
+    "simcluster sweep scenarios/plan-10b-300b.yaml": ("127.6", "20,501", "84,669", "72,632",
+                                                      "64.86", "26,609", "398,000", "5.741",
+                                                      "108,379", "31.94", "20,528"),
     "python analysis/plot_planning.py": ("planning.png",),
     "simcluster sweep scenarios/gpt3-175b-1024xa100.yaml --top 10": (
-        "tp8 pp8 dp16 mb1 interleaved/4 none sp z1", "19.29", "0.5495", "35.58", "328", "108",
+        "tp8 pp8 dp16 mb1 interleaved/4 none sp z1", "19.29", "0.5495", "35.58", "328", "124",
         "467.0 GiB"),
     "simcluster sweep scenarios/gpt3-175b-1024xa100.yaml --top 3": (
         "tp8 pp16 dp8 mb1 zb-h1 none sp z1", "19.77", "25.6"),
