@@ -47,6 +47,9 @@ SAMPLE_FILE = ROOT / "benchmarks" / "mutation_sample.txt"
 DEFAULT_SAMPLE, DEFAULT_SEED = 300, 24
 #: Each package's share of the sample is proportional to its mutants, at least this many.
 MIN_PER_PACKAGE = 20
+#: The packages the sample draws from (issue 24 item 10); the layer-0 helpers (units, errors, rng,
+#: yamlio, lazy), catalog, observe and run are left to the full runs.
+PACKAGES = ("sim", "perf", "horizon", "sweep", "spec", "topology", "flows", "report", "cli")
 
 #: mutmut 3's exit-code meaning (``mutmut/stats.py``, ``status_by_exit_code``); others: "suspicious".
 STATUS_BY_EXIT = {
@@ -153,22 +156,26 @@ def package_of(name: str) -> str:
 
 
 def draw_sample(names: Sequence[str], size: int, seed: int) -> list[str]:
-    """A random sample of ``size`` mutant names, stratified by package (:func:`package_of`): each
-    package gets ``max(MIN_PER_PACKAGE, proportional share)`` (all of its mutants if fewer), then
-    the draw is trimmed to ``size`` from the largest shares. ``numpy.random.default_rng(seed)``:
-    the same names give the same sample."""
+    """A random sample of ``size`` mutant names of :data:`PACKAGES`, stratified by package: each
+    package first gets ``MIN_PER_PACKAGE`` (all of its mutants if fewer), then one more at a time
+    goes to the package furthest below its proportional share ``size x n_p / n`` that has mutants
+    left, until ``size`` are drawn (or none is left). ``numpy.random.default_rng(seed)``: the same
+    names give the same sample."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     by_package: dict[str, list[str]] = {}
     for name in sorted(names):
-        by_package.setdefault(package_of(name), []).append(name)
+        if package_of(name) in PACKAGES:
+            by_package.setdefault(package_of(name), []).append(name)
     total = sum(len(v) for v in by_package.values())
-    share = {p: min(len(v), max(MIN_PER_PACKAGE, round(size * len(v) / total)))
-             for p, v in by_package.items()}
-    while sum(share.values()) > size and any(n > MIN_PER_PACKAGE for n in share.values()):
-        largest = max(share, key=share.__getitem__)
-        share[largest] -= 1
+    share = {p: min(len(v), MIN_PER_PACKAGE) for p, v in by_package.items()}
+    while sum(share.values()) < size:
+        room = [p for p, v in by_package.items() if share[p] < len(v)]
+        if not room:
+            break
+        neediest = max(room, key=lambda p: size * len(by_package[p]) / total - share[p])
+        share[neediest] += 1
     chosen = [str(n) for p, v in by_package.items()
               for n in rng.choice(v, size=share[p], replace=False)]
     return sorted(chosen)
