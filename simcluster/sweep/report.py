@@ -266,10 +266,10 @@ def sweep_dict(outcome: SweepOutcome, top: int) -> dict[str, Any]:
     rows = outcome.rows
     return {"objective": outcome.plan.objective, "evaluated": len(rows),
             "eligible": len(outcome.ranked),
-            "top": [{"rank": outcome.ranked.index(i) + 1, **rows[i],
+            "top": [{**rows[i], "rank": outcome.ranked.index(i) + 1,
                      "same_results": [outcome.ranked.index(j) + 1 for j in others]}
                     for i, others in distinct_shapes(rows, outcome.ranked, top)],
-            "best_per_parallel": [{"rank": outcome.ranked.index(i) + 1, **rows[i]}
+            "best_per_parallel": [{**rows[i], "rank": outcome.ranked.index(i) + 1}
                                   for i in best_per_parallel(rows, outcome.ranked, top)],
             "pareto_axes": list(outcome.pareto_axes),
             "pareto": [rows[i] for i in outcome.pareto],
