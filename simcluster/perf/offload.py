@@ -60,6 +60,7 @@ from simcluster.perf.memory_stage import StageParams
 from simcluster.perf.reliability import snapshot_time_s
 from simcluster.spec.hardware import TopologySpec
 from simcluster.spec.scenario import Scenario
+from simcluster.units import GiB
 
 #: Host bytes per parameter of a GPU's shard under offload: fp32 weights 4 + Adam moments 8 (ZeRO's
 #: K = 12) + the fp32 gradient partition 4 (module docstring).
@@ -126,9 +127,8 @@ def host_refusal(host_bytes: float, capacity: float | None, topology: TopologySp
     where = (f"{HOST_MEMORY_KEY} of topologies/{preset}.yaml"
              + (" as the scenario refines it" if refined else "")
              if preset in catalog.names("topologies") else f"cluster.topology.{HOST_MEMORY_KEY}")
-    gib = 2.0**30
-    return (f"offloaded state needs {host_bytes / gib:.1f} GiB of host memory per node, "
-            f"{capacity / gib:.1f} GiB available ({where})")
+    return (f"offloaded state needs {host_bytes / GiB:.1f} GiB of host memory per node, "
+            f"{capacity / GiB:.1f} GiB available ({where})")
 
 
 def pcie_copy_s(s: Scenario, nbytes: float) -> float:

@@ -22,7 +22,7 @@ from simcluster.perf import comm_plan
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.offload import host_step_s, offloads_optimizer
 from simcluster.perf.param_gather import ParamGather, param_gather
-from simcluster.perf.stage_work import chunk_params, layer_costs, optimizer_s
+from simcluster.perf.stage_work import LayerCosts, chunk_params, layer_costs, optimizer_s
 from simcluster.perf.zero3 import Zero3Layer, zero3_layer
 from simcluster.spec.scenario import Scenario
 
@@ -120,6 +120,7 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
     message = comm_plan.pp_message_s(s, groups)
     out = []
     seen: dict[tuple[float, bool], tuple[float, ...]] = {}
+    costs = layer_costs(s, groups) if offloads_optimizer(s) else None
     for i, params in enumerate(per_stage):
         total = sum(params)
         expert = stage_params(s.model, par, i, sum(layers[i])).expert
@@ -131,17 +132,17 @@ def stage_durations(s: Scenario) -> tuple[StageDurations, ...]:
             pp_message_s=message, zero3=zero3,
             optimizer_s=optimizer_s(s, total, expert),
             gather=param_gather(s, groups, total, sum(layers[i])),
-            host_s=_host_s(s, groups, i, total, expert)))
+            host_s=_host_s(s, costs, i, sum(layers[i]), total, expert)))
     return tuple(out)
 
 
-def _host_s(s: Scenario, groups: comm_plan.Groups, stage: int, held: float,
+def _host_s(s: Scenario, costs: LayerCosts | None, stage: int, layers: int, held: float,
             expert: float) -> float:
     """The host's part of stage ``stage``'s offloaded step, beside the backward of one
-    micro-batch over the whole stage (the analytical step's span); 0 without offload."""
-    if not offloads_optimizer(s):
+    micro-batch over its ``layers`` (the analytical step's span); 0 without offload (``costs``
+    None)."""
+    if costs is None:
         return 0.0
-    par = s.parallelism
-    backward = layer_costs(s, groups).span(sum(stage_chunks(par, s.model.layers)[stage]),
-                                           stage == 0, stage == par.pp - 1, held).backward_s
+    last = stage == s.parallelism.pp - 1
+    backward = costs.span(layers, stage == 0, last, held).backward_s
     return host_step_s(s, held, expert, grad_bytes_of(s), backward)

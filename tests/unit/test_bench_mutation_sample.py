@@ -3,26 +3,19 @@ stated size, the same draw from the same seed."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 from collections import Counter
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.scripts import import_script
 
 
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        return importlib.import_module("bench_mutation")
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+    return import_script("benchmarks", "bench_mutation")
 
 
 def _names(counts: dict[str, int]) -> list[str]:

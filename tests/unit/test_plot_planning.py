@@ -4,13 +4,14 @@ CSV (answers computed by hand), the PNG it writes, and one-line errors for bad i
 from __future__ import annotations
 
 import csv
-import importlib
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from tests.scripts import import_script
 
 ANALYSIS = Path(__file__).resolve().parents[2] / "analysis"
 HEADER = ("option,cluster.nodes,gpus,tp,pp,cp,dp,micro_batch,schedule,recompute,zero_stage,fits,"
@@ -47,11 +48,7 @@ def _csv(path: Path, rows: list[tuple[object, ...]] = ROWS, drop: str = "") -> P
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    sys.path.insert(0, str(ANALYSIS))
-    try:
-        return importlib.import_module("plot_planning")
-    finally:
-        sys.path.remove(str(ANALYSIS))
+    return import_script("analysis", "plot_planning")
 
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
