@@ -144,7 +144,8 @@ def build_parser() -> argparse.ArgumentParser:
     cli_report.add_parser(sub)
     p = sub.add_parser("catalog", help="list the presets (accelerators, attention kernels, models, "
                        "reliability rates, software stacks, topologies)")
-    p.add_argument("kind", nargs="?", choices=CATALOG_KINDS)
+    p.add_argument("kind", nargs="?", choices=CATALOG_KINDS,
+                   help="the kind of preset to list (default: every kind)")
     p.set_defaults(handler=_catalog)
     return parser
 

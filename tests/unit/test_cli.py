@@ -220,3 +220,13 @@ def test_topology_show_says_what_it_does_on_large_clusters(
     code, _, err = _run(capsys, "topology", "show", "dgx-h100", "--nodes", "2")
     assert code == 0
     assert err.startswith("topology show: building the link graph of 16 GPUs")
+
+
+def test_trace_to_an_unwritable_path_names_the_flag(capsys: pytest.CaptureFixture[str],
+                                                     tmp_path: Path) -> None:
+    """--trace into a directory: exit 2 and one line naming --trace and the path, no traceback."""
+    code, _, err = _run(capsys, "run", DEFAULT, "--trace", str(tmp_path))
+    assert code == 2
+    assert err.startswith("simcluster: error: --trace: cannot write ")
+    assert str(tmp_path) in err
+    assert "Traceback" not in err

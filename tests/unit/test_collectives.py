@@ -303,3 +303,13 @@ def test_calibrated_ring_busbw_is_flat_in_nodes(nodes: int) -> None:
     got = collective_time("all_reduce", size, comm_group(A100, 8 * max(nodes, 2), 1), "ring")
     assert got.busbw_Bps == pytest.approx(ref, rel=0.01)
     assert math.isfinite(got.time_s)
+
+
+def test_every_calibration_class_carries_its_source() -> None:
+    """Each link class of catalog/collectives.yaml keeps the citation it was fitted from (shown
+    by `simcluster catalog` and docs/collectives.md): a non-empty text naming a publication."""
+    from simcluster.perf.collectives_calibration import link_classes
+
+    for link in link_classes():
+        assert isinstance(link.source, str), link.name
+        assert len(link.source) > 10, link.name

@@ -11,7 +11,7 @@ import yaml
 from simcluster import catalog
 from simcluster.errors import SpecError
 from simcluster.flows import FlowModel, degrade, efficiencies, link_capacities, nic_edges, ring_channels
-from simcluster.flows.decompose import Context, decompose
+from simcluster.flows.decompose import MAX_PAIRWISE_RANKS, Context, decompose, symmetric_skip
 from simcluster.flows.routes import Router
 from simcluster.perf.collectives import collective_time, comm_group
 from simcluster.spec import load_topology
@@ -46,6 +46,7 @@ def test_channel_zero_is_ring_order_and_channels_use_distinct_rails() -> None:
     ("dgx-a100-80gb", 1, "all_reduce"), ("dgx-a100-80gb", 4, "all_reduce"),
     ("dgx-a100-80gb", 4, "all_gather"), ("dgx-a100-80gb", 1, "broadcast"),
     ("box-2x3090ti-pcie", 1, "all_reduce"), ("dgx-a100-80gb", 2, "all_to_all"),
+    ("box-2x3090ti-nvlink", 1, "all_reduce"), ("box-2x3090ti-nvlink", 2, "all_reduce"),
 ])
 def test_uncontended_tier_b_matches_tier_a_at_large_sizes(name: str, nodes: int, op: str) -> None:
     """Capacities are line rate x Tier A efficiency, so a lone ring equals Tier A (1e-9)."""
@@ -99,3 +100,49 @@ def test_bad_inputs_are_spec_errors() -> None:
         decompose(ctx, "all_gather", "tree", list(range(8)), 1.0)
     with pytest.raises(SpecError, match=r"collective\.op"):
         FlowModel(topo, 1).collective_time("gather", 1.0, 8)
+    ranks = list(range(MAX_PAIRWISE_RANKS + 1))  # refused before any route is looked up
+    with pytest.raises(SpecError) as refused:
+        decompose(ctx, "all_to_all", "pairwise", ranks, 1.0)
+    assert refused.value.key == "collective.ranks"
+    assert f"at most {MAX_PAIRWISE_RANKS} ranks ({len(ranks)} given); use Tier A" in str(refused.value)
+
+
+def test_tree_classes_cross_nodes_on_their_channels_rail_at_s_over_2c() -> None:
+    """Double binary tree on 4 DGX A100 nodes: 8 channels x 2 trees = 16 classes, each moving
+    S / (2C) per edge; channel c's trees link the nodes' c-th GPUs, so every class leaves and
+    enters nodes through one NIC index only (rail c), each rail carrying exactly two trees, and
+    every node's NIC of that rail is on both trees."""
+    topo = load_topology("dgx-a100-80gb")
+    ctx = Context(Router(build_graph(topo, 4)), topo)
+    (phase,) = decompose(ctx, "all_reduce", "tree", list(range(32)), GiB).phases
+    assert len(phase.classes) == 16
+    assert {c.bytes_per_flow for c in phase.classes} == {GiB / 16}
+    rails = []
+    for flow in phase.classes:
+        nics = {end for edge, _ in flow.usage for end in edge if end[0] == "nic"}
+        assert len({nic[2] for nic in nics}) == 1, nics
+        assert {nic[1] for nic in nics} == {0, 1, 2, 3}
+        rails.append(next(iter(nics))[2])
+    assert sorted(rails) == sorted(2 * sorted(set(rails)))
+    assert len(set(rails)) == len(rails) // 2
+
+
+def test_symmetric_skip_by_hand() -> None:
+    """Four full DGX A100 nodes: nodes 2 and 3 repeat nodes 0 and 1 (same parity, same GPUs);
+    a node to keep (degraded) neither stands for another nor is left out."""
+    topo = load_topology("dgx-a100-80gb")
+    assert symmetric_skip(topo, list(range(32))) == {2, 3}
+    assert symmetric_skip(topo, list(range(32)), keep=[2]) == {3}
+    assert symmetric_skip(topo, [0, 1, 8, 9, 16]) == frozenset()  # node 2 holds GPU 0 only: kept
+
+
+def test_fabric_usage_is_the_switch_to_switch_part_only() -> None:
+    """Between GPUs of one node: None (use the full route); across nodes under one leaf: no
+    fabric edges; across leaves: leaf -> spines -> leaf, sprayed."""
+    topo = load_topology("dgx-a100-80gb")
+    router = Router(build_graph(topo, 64))
+    gpu = [("gpu", n, i) for n in (0, 1, 63) for i in (0, 1)]
+    assert router.fabric_usage(gpu[0], gpu[1]) is None
+    assert router.fabric_usage(gpu[0], gpu[2]) == ()
+    assert router.fabric_usage(gpu[0], gpu[4]) == (((("leaf", 0), ("spine", "*")), 1.0),
+                                                   ((("spine", "*"), ("leaf", 31)), 1.0))

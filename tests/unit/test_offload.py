@@ -34,6 +34,7 @@ from simcluster.perf.offload import (
     host_step,
     layer_copies_s,
     pcie_copy_s,
+    shard_params,
 )
 from simcluster.perf.step import estimate_step
 from simcluster.perf.zero3 import zero3_layer
@@ -346,3 +347,29 @@ def test_the_sweep_times_offloaded_layouts_and_counts_rule_rows() -> None:
     assert all(r["status"] == "rule" for r in zero1)
     assert any(r["reason"].startswith("parallelism.offload: optimizer+params needs zero_stage 3")
                for r in zero1)
+
+
+def test_reliability_warns_when_the_host_cannot_hold_the_offloaded_state() -> None:
+    """`simcluster reliability` says the layout does not fit and why: the host's memory, with the
+    file and key (cli_reliability.memory_warnings); a host that holds it gives no warning."""
+    from simcluster.cli_reliability import memory_warnings
+
+    path = "scenarios/seed-10b-boxes.yaml"
+    small = load_scenario(path, ["parallelism.offload=optimizer", "cluster.topology.host.memory_GiB=4"])
+    (warning,) = memory_warnings(small)
+    memory = estimate_memory(small)
+    reason = host_refusal(memory.host_bytes, memory.host_capacity_bytes, small.cluster.topology)
+    assert warning == (f"the layout does not fit: {reason}; the step time and everything above "
+                       "assume it ran")
+    assert memory_warnings(load_scenario(path, ["parallelism.offload=optimizer",
+                                                "cluster.topology.host.memory_GiB=64"])) == []
+
+
+def test_the_shard_spans_data_and_context_parallel_ranks() -> None:
+    """ZeRO shards over dp x cp (Megatron's distributed optimizer shards over the data-parallel
+    group with context parallelism, as perf.memory does): 8 GPUs at cp = 2 give dp = 4 and a
+    shard of 1/8 of the dense parameters, and of the experts (ep = 1)."""
+    s = _tiny(1, "optimizer", cp=2)
+    assert (s.parallelism.dp, s.parallelism.cp) == (4, 2)
+    assert shard_params(s, 800.0) == pytest.approx(100.0)
+    assert shard_params(s, 800.0, 400.0) == pytest.approx(100.0 + 50.0)

@@ -331,3 +331,21 @@ def test_elastic_rejoin_pauses_the_job() -> None:
     free, paused = _run(base, events), _run(replace(base, rejoin_s=7.0), events)
     assert paused.elapsed_s - free.elapsed_s == pytest.approx(7.0)
     assert _lost(paused)["restart"] - _lost(free)["restart"] == pytest.approx(7.0)
+
+
+def test_an_eviction_during_recovery_restarts_the_recovery_on_a_spare() -> None:
+    """Issue 25's graceful eviction when the job is not running (here: detecting a failure at 10)
+    has nothing to save: it is a failure of the slow node, which goes to repair for the event's
+    repair time (500 s) while the job claims the one spare. The recovery starts again at 11:
+    DETECT 0, DIAGNOSE 11-14, RESTART -18, LOAD -24, WARMUP -25, then the 100 s of work with its
+    three checkpoints and the final one (4 x 5 s): 145 s; no wait for a node."""
+    soft = FailureClass(name="f", rate_per_node_s=0.0, detect_s=2.0, replace=False)
+    hard = FailureClass(name="hw", rate_per_node_s=0.0, detect_s=2.0, replace=True)
+    cfg = _cfg(classes=(soft, hard), stragglers=StragglerPlan(slowdown=2.0), spares=1,
+               replace_s=1e6, graceful_eviction=True)
+    events: list[Event] = [(10.0, FAILURE, 0, 0.0), (11.0, EVICT, 2, 500.0)]
+    rec = _run(cfg, events)
+    assert rec.interruptions == (1, 0, 1, 0)  # f, hw, straggler, planned
+    assert rec.elapsed_s == pytest.approx(145.0)
+    assert _lost(rec)["waiting_for_nodes"] == 0.0
+    assert _lost(rec)["rework"] == pytest.approx(10.0)

@@ -111,3 +111,20 @@ def test_optimal_interval_range_oracle() -> None:
                            bracket_min=(5.0, 100.0), replicas=10)
     assert result.interval_range_min() == (20.0, 40.0)
     assert result.to_dict()["optimal_interval_ci95_min"] == [20.0, 40.0]
+
+
+def test_the_result_states_young_and_daly_in_minutes() -> None:
+    """Young (1974): sqrt(2 delta M) with delta the blocking write (60 s) and M the job MTBF
+    (1 / (64 nodes x 1e-6 /s) = 15,625 s): 1,369.3 s = 22.82 min; Daly's from the same inputs."""
+    import math
+
+    from simcluster.horizon import CheckpointPlan, FailureClass, HorizonConfig, simulate_config
+    from simcluster.perf.reliability import daly_interval_s
+
+    cfg = HorizonConfig(nodes=64, work_s=86400.0, step_s=10.0, restart_s=600.0,
+                        classes=(FailureClass(name="gpu", rate_per_node_s=1e-6, detect_s=60.0),),
+                        checkpoint=CheckpointPlan(mode="sync", interval_s=3600.0, blocking_s=60.0,
+                                                  load_s=120.0, write_s=60.0))
+    d = simulate_config(cfg, replicas=4, seed=1).to_dict()
+    assert d["young_interval_min"] == pytest.approx(math.sqrt(2 * 60.0 * 15_625.0) / 60.0)
+    assert d["daly_interval_min"] == pytest.approx(daly_interval_s(60.0, 15_625.0) / 60.0)

@@ -264,3 +264,37 @@ def test_log_log_scatter_labels_in_original_units() -> None:
     assert "usd (log)" in page
     assert "<title>days 1, usd 10</title>" in page
     assert page.count('fill="#bbb"') == 2
+
+
+@pytest.mark.parametrize(("drop", "why"), [
+    ("training", "no goodput figure: the reliability section needs training.tokens"),
+    ("checkpoint", "no goodput figure: the scenario takes no checkpoints"),
+])
+def test_a_reliability_scenario_without_a_goodput_figure_says_why(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], drop: str, why: str) -> None:
+    doc = {**SCENARIO, **RELIABILITY, "parallelism": {"tp": 2, "global_batch": 64}}
+    del doc[drop]
+    html = _report(capsys, _write(tmp_path, doc), tmp_path / "r", "--fast", "--replicas", "8")
+    assert "goodput" not in _sections(html)
+    assert f'<p class="note">{why}</p>' in html
+
+
+def test_the_top_table_heads_its_columns_and_ranks_rows_in_order() -> None:
+    """The sweep page's best layouts: the fixed columns, then one per numeric field any row has;
+    the rank in the first cell, a missing option as '-'."""
+    from simcluster.report.html_sweep import top_table
+
+    rows = [{"rank": 1.0, "topology": "dgx-h100", "gpus": 16.0, "tp": 2, "pp": 1, "dp": 8,
+             "step_time_s": 1.5},
+            {"rank": 2.0, "option": "b", "topology": "dgx-h100", "gpus": 16.0, "tp": 4, "pp": 1,
+             "dp": 4, "step_time_s": 1.75}]
+    part = top_table(rows)
+    heads = re.findall(r"<th>([^<]*)</th>", part)
+    assert heads[:6] == ["#", "option", "topology", "GPUs", "layout", "engine"]
+    assert "Best 2 of 2 eligible layouts" in part
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", part)
+    width = len(heads)
+    assert cells[0] == "1"
+    assert cells[1] == "-"
+    assert cells[width] == "2"
+    assert cells[width + 1] == "b"

@@ -154,3 +154,76 @@ def test_every_des_record_is_booked_under_a_ledger_category(overlap: bool,
         gathers = [r for r in records if r.name.startswith("param all-gather")]
         assert gathers
         assert {r.category for r in gathers} == {"dp_comm"}
+
+
+def test_recursive_halving_doubling_by_op() -> None:
+    """``rhd`` (perf.collectives._rhd): all-gather and reduce-scatter are one halving/doubling pass,
+    all-reduce two (Rabenseifner), so at 1 GiB on one DGX A100 the all-reduce costs one start-up
+    less than twice the all-gather; broadcast is scatter + all-gather, 2(n-1)/n S at the slowest
+    link, which inside one NVSwitch node is the all-reduce's bandwidth term."""
+    from simcluster.perf.collectives import collective_time, comm_group
+    from simcluster.spec import load_topology
+
+    group = comm_group(load_topology("dgx-a100-80gb"), 8, 1)
+    size = 2.0**30
+    t = {op: collective_time(op, size, group, "rhd").time_s
+         for op in ("all_reduce", "all_gather", "reduce_scatter", "broadcast")}
+    assert t["all_gather"] == t["reduce_scatter"]
+    assert 1.9 < t["all_reduce"] / t["all_gather"] < 2.0
+    assert t["broadcast"] == pytest.approx(t["all_reduce"], rel=1e-6)
+
+
+def test_the_ledger_may_miss_the_step_by_at_most_its_tolerance() -> None:
+    """sim.step._check_conserved: the booked categories may differ from the step's end by up to
+    CONSERVATION_RTOL x max(end, 1 s), that much included; one ulp more is a bug (InvariantError).
+    With nothing booked the gap is the end itself, so an end of exactly the tolerance passes."""
+    from simcluster.errors import InvariantError
+    from simcluster.observe.ledger import Ledger
+    from simcluster.sim.step import CONSERVATION_RTOL, _check_conserved
+
+    _check_conserved(Ledger(), CONSERVATION_RTOL)
+    with pytest.raises(InvariantError, match="a span was booked twice or not at all"):
+        _check_conserved(Ledger(), CONSERVATION_RTOL * (1 + 1e-12))
+
+
+def test_a_failed_event_is_thrown_into_the_delegated_generator_and_defused() -> None:
+    """sim.stream.ComputeStream._resume, as SimPy's Process._resume: a delegated generator waiting
+    on an event that fails gets the exception thrown in (a copy, caused by the original) and the
+    event is defused, so the environment does not re-raise it when it handles the event."""
+    import simpy
+
+    from simcluster.sim.stream import ComputeStream
+
+    env = simpy.Environment()
+    caught: list[BaseException] = []
+    finished: list[bool] = []
+
+    def delegated(ev: simpy.Event) -> Any:
+        try:
+            yield ev
+        except ValueError as err:
+            caught.append(err)
+
+    stream = object.__new__(ComputeStream)
+    failing = env.event()
+    stream._gen, stream._then = delegated(failing), lambda: finished.append(True)
+    stream._send(None)  # runs to the yield: now waiting on ``failing``
+    failing.fail(ValueError("link down"))
+    env.run()
+    assert failing._defused is True
+    assert finished == [True]
+    assert str(caught[0]) == "link down"
+    assert isinstance(caught[0].__cause__, ValueError)
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, True, "4"])
+def test_max_virtual_stages_must_be_a_whole_number_of_at_least_one(bad: object) -> None:
+    """sweep.config.axes_from: the section's cap on interleaving names its key and the file."""
+    from simcluster.sweep.config import axes_from
+
+    with pytest.raises(SpecError) as refused:
+        axes_from({"max_virtual_stages": bad}, [], "plan.yaml")
+    assert refused.value.key == "sweep.search.max_virtual_stages"
+    assert refused.value.source == "plan.yaml"
+    assert refused.value.message == f"expected an integer >= 1, got {bad!r}"
+    assert axes_from({"max_virtual_stages": 3}, [], "plan.yaml").max_virtual_stages == 3

@@ -117,6 +117,12 @@ def test_stage_layers_must_sum_to_layers() -> None:
     assert "expected layers=96" in err.message
 
 
+def test_stage_layers_need_one_entry_per_stage() -> None:
+    err = _error(["parallelism.stage_layers=[48,48]"])
+    assert err.key == "parallelism.stage_layers"
+    assert err.message == "has 2 entries, expected pp*virtual_stages = 16"
+
+
 def test_file_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("model: gpt3-175b\ncluster: {topology: dgx-a100-80gb, nodes: 128}\n"
