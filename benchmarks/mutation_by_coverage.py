@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import importlib
 import json
 import os
@@ -110,12 +111,15 @@ def naming_files(path: Path, function: str, given_only: bool) -> set[str]:
     files whole."""
     module = ".".join(path.with_suffix("").parts)
     words = (module, f"import {path.stem}", f"{function}(")
-    found = set()
-    for file in sorted((ROOT / "tests").rglob("test_*.py")):
-        text = file.read_text(encoding="utf-8")
-        if (not given_only or "@given" in text) and any(w in text for w in words):
-            found.add(str(file.relative_to(ROOT)))
-    return found
+    return {name for name, text in _test_texts()
+            if (not given_only or "@given" in text) and any(w in text for w in words)}
+
+
+@functools.cache
+def _test_texts() -> tuple[tuple[str, str], ...]:
+    """Every test file (path from the root, text), read once per run."""
+    return tuple((str(f.relative_to(ROOT)), f.read_text(encoding="utf-8"))
+                 for f in sorted((ROOT / "tests").rglob("test_*.py")))
 
 
 def covering_tests(data: Sequence[object], names: Sequence[str]) -> dict[str, list[str]]:
@@ -191,13 +195,8 @@ def check(names: Sequence[str], coverage_files: Sequence[Path], jobs: int,
           given: Sequence[str] = ()) -> dict[str, str]:
     """Run every mutant of ``names`` against its covering tests (or, when ``given``, against those
     test files: a re-check of survivors against new tests); store the verdicts as they come."""
-    from coverage import CoverageData
-
-    data = []
-    for path in coverage_files:
-        data.append(CoverageData(basename=str(path)))
-        data[-1].read()
-    tests = {n: list(given) for n in names} if given else covering_tests(data, names)
+    tests = {n: list(given) for n in names} if given else covering_tests(
+        _coverage(coverage_files), names)
     results = load_results()
     start = time.perf_counter()
 
@@ -210,6 +209,16 @@ def check(names: Sequence[str], coverage_files: Sequence[Path], jobs: int,
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(one, names))
     return results
+
+
+def _coverage(paths: Sequence[Path]) -> list[object]:
+    """The coverage data files at ``paths``, read."""
+    from coverage import CoverageData
+
+    data = [CoverageData(basename=str(path)) for path in paths]
+    for d in data:
+        d.read()
+    return list(data)
 
 
 def by_module(results: dict[str, str], names: Sequence[str]) -> dict[str, dict[str, str]]:
@@ -245,8 +254,9 @@ def main() -> None:
         stored = load_results()
         todo = [n for n in names if args.only is None or stored.get(n, "unchecked") == args.only]
         check(todo, args.map or [], args.jobs, args.timeout, args.marker, args.tests)
-    print(package_table(by_module(load_results(), names)))
-    survivors = [n for n in names if load_results().get(n) in ("survived", "no tests")]
+    results = load_results()
+    print(package_table(by_module(results, names)))
+    survivors = [n for n in names if results.get(n) in ("survived", "no tests")]
     print(f"\n{len(survivors)} surviving or untested:\n" + "\n".join(survivors))
 
 

@@ -67,12 +67,16 @@ def _default(action: argparse.Action) -> str:
     return f"`{action.default}`"
 
 
+def arguments(parser: argparse.ArgumentParser) -> list[argparse.Action]:
+    """The arguments of ``parser`` the page lists: not its subcommands, not ``--help``."""
+    return [a for a in parser._actions
+            if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)]
+
+
 def argument_rows(parser: argparse.ArgumentParser) -> list[str]:
-    """One table row per argument of ``parser`` (not its subcommands, not ``--help``)."""
+    """One table row per argument of ``parser`` (:func:`arguments`)."""
     rows = []
-    for action in parser._actions:
-        if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
-            continue
+    for action in arguments(parser):
         name = ", ".join(action.option_strings) or action.dest
         required = " (required)" if action.required and action.option_strings else ""
         rows.append(f"| `{_cell(name)}`{required} | {_cell(_value(action))} | {_cell(_default(action))}"

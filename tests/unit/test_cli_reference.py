@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from simcluster.cli import build_parser
-from simcluster.cli_reference import _subcommands, argument_rows, reference
+from simcluster.cli_reference import _subcommands, argument_rows, arguments, reference
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -25,8 +25,7 @@ def _parsers() -> list[tuple[str, argparse.ArgumentParser]]:
 
 def test_every_argument_has_help_and_a_row() -> None:
     for path, parser in _parsers():
-        actions = [a for a in parser._actions
-                   if not isinstance(a, argparse._HelpAction | argparse._SubParsersAction)]
+        actions = arguments(parser)
         assert len(argument_rows(parser)) == len(actions), path
         for action in actions:
             assert action.help, f"{path} {action.option_strings or action.dest}: no help text"
