@@ -119,17 +119,41 @@ def cp_layer_comm_s(s: Scenario, g: Groups, attention_fwd_s: float) -> tuple[flo
 def ep_layer_comm_s(s: Scenario, g: Groups) -> tuple[float, float]:
     """MoE token dispatch and combine per layer per micro-batch: (forward, backward), exposed.
 
-    Two all-to-alls of ``top_k`` copies of each local token's hidden state in forward and two in
-    backward (GShard, Lepikhin et al. arXiv 2006.16668), over the expert-parallel group. The
-    all-to-all's size is each rank's send buffer, nccl-tests' convention
-    (:func:`~simcluster.perf.collectives_formulas.pairwise_all_to_all_time_s`): the ``top_k``
-    copies of the rank's own tokens, ``1/ep`` of which stay on the rank.
+    ``alltoall`` (GShard, Lepikhin et al. arXiv 2006.16668; Megatron-Core's alltoall dispatcher):
+    two all-to-alls of ``top_k`` copies of each local token's hidden state in forward and two in
+    backward, over the expert-parallel group. The all-to-all's size is each rank's send buffer,
+    nccl-tests' convention (:func:`~simcluster.perf.collectives_formulas.pairwise_all_to_all_time_s`):
+    the ``top_k`` copies of the rank's own tokens, ``1/ep`` of which stay on the rank. ``flex``
+    (DeepEP, HybridEP) sends a token once to each rank holding any of its experts
+    (:func:`flex_copies`; DeepEP's dispatch layout is a token-by-rank map, ``is_token_in_rank``).
+    ``allgather``: the EP group's tokens all-gathered before the experts and their outputs
+    reduce-scattered after (Megatron-Core's allgather dispatcher), the reverse in backward. The
+    busiest rank receives ``moe.imbalance`` times the mean; a model's leading dense blocks have
+    no dispatch (averaged over the layers, as :mod:`.moe_layer`).
     """
-    if g.ep is None or s.model.moe is None:
+    moe = s.model.moe
+    if g.ep is None or moe is None:
         return 0.0, 0.0
-    size = activation_bytes(s) / s.parallelism.tp * s.model.moe.top_k
-    one = collective_time("all_to_all", size, g.ep).time_s
-    return 2 * one, 2 * one
+    tokens = activation_bytes(s) / s.parallelism.tp  # this rank's tokens' hidden states
+    ep, dispatcher = s.parallelism.ep, s.execution.moe_dispatcher
+    if dispatcher == "allgather":
+        whole = tokens * ep * moe.imbalance  # the gathered array, nccl-tests' size
+        one = (collective_time("all_gather", whole, g.ep).time_s
+               + collective_time("reduce_scatter", whole, g.ep).time_s)
+    else:
+        copies = flex_copies(moe.top_k, ep, moe.experts) if dispatcher == "flex" else moe.top_k
+        one = 2 * collective_time("all_to_all", tokens * copies * moe.imbalance, g.ep).time_s
+    share = 1.0 - moe.dense_layers / s.model.layers
+    return share * one, share * one
+
+
+def flex_copies(top_k: int, ep: int, experts: int) -> float:
+    """Ranks a token is sent to when each rank receives it once: of ``ep`` ranks holding
+    ``experts/ep`` experts each, the expected number holding at least one of the token's
+    ``top_k`` distinct experts, drawn uniformly (balanced routing):
+    ``ep (1 - C(E - E/ep, k) / C(E, k))``, between ``top_k/(E/ep)`` and ``min(top_k, ep)``."""
+    miss = math.comb(experts - experts // ep, top_k) / math.comb(experts, top_k)
+    return ep * (1.0 - miss)
 
 
 def pp_message_s(s: Scenario, g: Groups) -> float:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
 
 from simcluster.errors import SpecError
 from simcluster.perf.kernels import eager
@@ -39,7 +38,6 @@ from simcluster.perf.kernels.gemm import (
 from simcluster.perf.kernels.lowp import (
     LinearFormat,
     activation_dtype,
-    linear_operators,
     recipe_of,
 )
 from simcluster.perf.kernels.operator import (
@@ -48,6 +46,9 @@ from simcluster.perf.kernels.operator import (
     OperatorTime,
     bytes_per_element,
 )
+from simcluster.perf.layer_ops import Shape, block_shape, linear, norm
+from simcluster.perf.mla import mla_core, mla_output, mla_projections
+from simcluster.perf.moe_layer import ffn_operators
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import RECOMPUTE
@@ -68,37 +69,7 @@ __all__ = [
 HEAD_MAJOR_KERNELS = ("sdpa-flash", "math")
 
 
-def _check_split(name: str, value: int, tp: int) -> None:
-    if value % tp:
-        raise SpecError("tp", f"{tp} does not divide {name}={value}")
-
-
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """Per-GPU sizes of one block: tokens, sequence split, heads and widths after TP/CP/EP."""
-
-    batch: int
-    seq: int
-    tokens: float  # b*s/cp: tokens whose GEMMs this GPU runs
-    norm_tokens: float  # tokens the norms, dropouts and residuals touch (/tp with SP)
-    heads: float  # query heads on this GPU
-    kv_width: float  # kv_heads*head_dim on this GPU (K or V)
-    size: float  # bytes per element of the activations (bf16 under a low-precision format)
-    cp: int  # context-parallel ranks the sequence is split over
-
-
-def _shape(model: ModelSpec, dtype: str, b: int, s: int, tp: int, cp: int, sp: bool) -> _Shape:
-    if min(b, s, tp, cp) < 1:
-        raise SpecError("parallelism", f"micro_batch, seq_len, tp, cp must be >= 1, got {b}, {s}, "
-                        f"{tp}, {cp}")
-    _check_split("heads", model.heads, tp)
-    tokens = b * s / cp
-    kv_width = max(model.kv_heads / tp, 1.0) * model.head_dim  # KV heads replicate when tp > kv
-    return _Shape(b, s, tokens, tokens / tp if sp else tokens, model.heads / tp, kv_width,
-                  bytes_per_element(activation_dtype(dtype)), cp)
-
-
-def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Shape,
+def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shape,
                     kernel: str, causal: bool, balanced: bool = True) -> list[OperatorTime]:
     """Scores, softmax and AV for ``s/cp`` local queries against all ``s`` keys (CP): one fused
     kernel (its rate by architecture, head dimension, mask and ``s/cp``,
@@ -121,23 +92,8 @@ def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: _Sha
     return result
 
 
-def _linear(acc: AcceleratorSpec, lin: LinearFormat, name: str,
-            shape: tuple[float, float, float], batch: float = 1.0, *, input_fused: bool = True,
-            grad_fused: bool = False) -> list[OperatorTime]:
-    """A weight GEMM; its bias add, if any, is fused into the GEMM epilogue.
-
-    torch ``addmm`` (``nn.Linear``) and Megatron's bias-GeLU and bias-dropout-add fusions never
-    write the pre-bias output, so a bias costs one read of an ``n``-vector: nothing at this scale.
-    Under a low-precision format, :func:`.kernels.lowp.linear_operators` (the GEMMs at its rate
-    and the casts of the input and the output gradient).
-    """
-    if lin.recipe == "none":
-        return [gemm_operator(acc, lin.dtype, name, shape, batch)]
-    return linear_operators(acc, lin, name, shape, batch, input_fused, grad_fused)
-
-
 def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
-                    sh: _Shape) -> list[OperatorTime]:
+                    sh: Shape) -> list[OperatorTime]:
     """Dropout (biased GPT-style models) and residual add after a sub-block, on ``norm_tokens``."""
     act = sh.norm_tokens * model.hidden
     result = []
@@ -147,35 +103,7 @@ def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
     return result
 
 
-def _mlp(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: _Shape,
-         tp: int, ep: int, eager_ops: bool = False) -> list[OperatorTime]:
-    """Dense FFN (gelu: up, down; swiglu: gate, up, down) or MoE experts plus router (the router
-    GEMM in the activation dtype: Megatron's router is not a TE module)."""
-    _check_split("ffn_hidden", model.ffn_hidden, tp)
-    h, f = model.hidden, model.ffn_hidden / tp
-    rows, experts, result = sh.tokens, 1.0, []
-    if model.moe is not None:
-        if model.moe.experts % ep:
-            raise SpecError("ep", f"{ep} does not divide experts={model.moe.experts}")
-        result += [gemm_operator(acc, activation_dtype(lin.dtype), "router",
-                                 (sh.tokens, model.moe.experts, h))]
-        experts = model.moe.experts / ep  # local experts
-        rows = sh.tokens * model.moe.top_k * ep / model.moe.experts  # balanced routing
-    names = ("mlp_gate", "mlp_up") if model.ffn_act == "swiglu" else ("mlp_up",)
-    for name in names:  # the norm writes the input's copies; tokens permuted to experts do not
-        result += _linear(acc, lin, name, (rows, f, h), experts, input_fused=model.moe is None,
-                          grad_fused=True)
-    inner = experts * rows * f
-    if eager_ops and model.ffn_act == "swiglu":
-        result.append(eager.swiglu(acc, inner))
-    else:
-        act_bytes = (3 if model.ffn_act == "swiglu" else 2) * inner * sh.size  # swiglu: 2 inputs
-        result.append(memory_operator(acc, "activation", act_bytes))
-    result += _linear(acc, lin, "mlp_down", (rows, h, f), experts)
-    return result
-
-
-def _rope(acc: AcceleratorSpec, sh: _Shape, head_dim: int) -> OperatorTime:
+def _rope(acc: AcceleratorSpec, sh: Shape, head_dim: int) -> OperatorTime:
     """Rotary embedding of the queries and keys (Su et al. arXiv 2104.09864), one fused kernel
     (Megatron-LM / Transformer Engine ``fused_rope``): read and write q and k; the backward rotates
     their gradients back, the same bytes."""
@@ -183,37 +111,44 @@ def _rope(acc: AcceleratorSpec, sh: _Shape, head_dim: int) -> OperatorTime:
     return memory_operator(acc, "rope", nbytes, backward_factor=1.0)
 
 
-def _norm(model: ModelSpec, acc: AcceleratorSpec, name: str, elements: float, size: float,
-          eager_ops: bool) -> OperatorTime:
-    """A norm over ``elements``: one fused kernel (read, write), or torchtitan's eager RMSNorm chain
-    (eager LayerNorm is PyTorch's native single kernel, the same as fused)."""
-    if eager_ops and model.norm == "rmsnorm":
-        return eager.rmsnorm(acc, name, elements)
-    return memory_operator(acc, name, 2 * elements * size)
-
-
-def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: _Shape, tp: int,
+def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Shape, tp: int,
                      ep: int, kernel: str, causal: bool, eager_ops: bool = False,
-                     balanced: bool = True) -> list[OperatorTime]:
-    h, hd = model.hidden, model.head_dim
-    qkv_out = sh.heads * hd + 2 * sh.kv_width
+                     balanced: bool = True, dispatcher: str = "alltoall") -> list[OperatorTime]:
+    h = model.hidden
     dtype = activation_dtype(lin.dtype)  # attention and element-wise kernels
-    result = [_norm(model, acc, "norm1", sh.norm_tokens * h, sh.size, eager_ops),
-              *_linear(acc, lin, "qkv", (sh.tokens, qkv_out, h))]
+    result = [norm(model, acc, "norm1", sh.norm_tokens * h, sh.size, eager_ops)]
+    if model.mla is not None:
+        if kernel == "math":
+            raise SpecError("execution.attention", "multi-head latent attention (model.mla) is "
+                            "priced with a fused kernel; math is not modelled for it")
+        result += mla_projections(model, acc, lin, sh, eager_ops)
+        result.append(mla_core(model, acc, dtype, sh, kernel, causal, balanced))
+        result += mla_output(model, acc, lin, sh)
+    else:
+        result += _attention(model, acc, lin, sh, kernel, causal, eager_ops, balanced)
+    result += _residual_block(model, acc, "1", sh)
+    result.append(norm(model, acc, "norm2", sh.norm_tokens * h, sh.size, eager_ops))
+    result += ffn_operators(model, acc, lin, sh, tp, ep, eager_ops, dispatcher)
+    return result + _residual_block(model, acc, "2", sh)
+
+
+def _attention(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Shape, kernel: str,
+               causal: bool, eager_ops: bool, balanced: bool) -> list[OperatorTime]:
+    """QKV projection, rotary embedding, the attention core and the output projection."""
+    hd = model.head_dim
+    result = linear(acc, lin, "qkv", (sh.tokens, sh.heads * hd + 2 * sh.kv_width, model.hidden))
     if model.position == "rope":
         rotated = sh.tokens * (sh.heads * hd + sh.kv_width)
         result.append(eager.rope(acc, rotated) if eager_ops else _rope(acc, sh, hd))
     if eager_ops and kernel in HEAD_MAJOR_KERNELS:
         result += _eager_attention_copies(acc, sh, hd)
-    result += _attention_core(model, acc, dtype, sh, kernel, causal, balanced)
-    result += _linear(acc, lin, "proj", (sh.tokens, h, sh.heads * hd), input_fused=False)
-    result += _residual_block(model, acc, "1", sh)
-    result.append(_norm(model, acc, "norm2", sh.norm_tokens * h, sh.size, eager_ops))
-    result += _mlp(model, acc, lin, sh, tp, ep, eager_ops)
-    return result + _residual_block(model, acc, "2", sh)
+    result += _attention_core(model, acc, activation_dtype(lin.dtype), sh, kernel, causal,
+                              balanced)
+    return result + linear(acc, lin, "proj", (sh.tokens, model.hidden, sh.heads * hd),
+                           input_fused=False)
 
 
-def _eager_attention_copies(acc: AcceleratorSpec, sh: _Shape, hd: int) -> list[OperatorTime]:
+def _eager_attention_copies(acc: AcceleratorSpec, sh: Shape, hd: int) -> list[OperatorTime]:
     """Eager attention's tensor copies around a head-major kernel: ``repeat_kv`` for grouped-query
     attention, and the output's ``transpose(1, 2).contiguous()`` (torchtitan's Llama around
     ``scaled_dot_product_attention``)."""
@@ -235,8 +170,12 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
                 recompute: str = "none", attention: str = "auto", *, ep: int = 1,
                 causal: bool = True, elementwise: str = "fused",
                 host_op_s: float = 0.0, cp_load_balance: bool = True,
-                fp8_recipe: str = "auto", fp8_cast_fusion: bool = True) -> LayerTimes:
+                fp8_recipe: str = "auto", fp8_cast_fusion: bool = True,
+                moe_dispatcher: str = "alltoall") -> LayerTimes:
     """Forward, backward and recompute time of one transformer block on one GPU.
+
+    Multi-head latent attention replaces the QKV projection (:mod:`.mla`); the FFN is a dense MLP
+    or a mixture-of-experts layer (:mod:`.moe_layer`).
 
     Operators follow Megatron-LM's block (Shoeybi et al. arXiv 1909.08053; Korthikanti et al.
     arXiv 2205.05198 for SP and selective recompute): norm, QKV, rotary embedding (RoPE models),
@@ -281,6 +220,8 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
         Scaling of ``dtype`` fp8 (``execution.fp8_recipe``: auto, delayed, current, blockwise).
     fp8_cast_fusion : bool
         Norms and the MLP activation write the quantized copies (``execution.fp8_cast_fusion``).
+    moe_dispatcher : str
+        The MoE token dispatcher (``execution.moe_dispatcher``; :mod:`.moe_layer`).
 
     Returns
     -------
@@ -290,10 +231,10 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     if recompute not in RECOMPUTE:
         raise SpecError("recompute", f"{recompute!r} is not one of {list(RECOMPUTE)}")
     kernel = resolve_kernel(acc, attention)
-    sh = _shape(model, dtype, micro_batch, seq_len, tp, cp, sequence_parallel)
+    sh = block_shape(model, dtype, micro_batch, seq_len, tp, cp, sequence_parallel)
     lin = LinearFormat(dtype, recipe_of(dtype, fp8_recipe), fp8_cast_fusion)
     operators = _layer_operators(model, acc, lin, sh, tp, ep, kernel, causal,
-                                 _eager(elementwise), cp_load_balance)
+                                 _eager(elementwise), cp_load_balance, moe_dispatcher)
     core = ("attention", "scores", "softmax", "attn_dropout", "attn_v")
     recompute_s = {"none": 0.0,
                    "selective": sum(o.time_s for o in operators if o.name in core),
@@ -339,12 +280,12 @@ def logits_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch
     dtype = activation_dtype(dtype)  # Megatron's output layer is not a TE module: 16-bit
     size = bytes_per_element(dtype)
     eager_ops = _eager(elementwise)
-    norm = _norm(model, acc, "final_norm", tokens * model.hidden, size, eager_ops)
+    final = norm(model, acc, "final_norm", tokens * model.hidden, size, eager_ops)
     gemm = gemm_operator(acc, dtype, "logits", (tokens, model.vocab / tp, model.hidden))
     logits = tokens * model.vocab / tp
     loss = (eager.loss(acc, logits) if eager_ops
             else memory_operator(acc, "cross_entropy", 2 * logits * 4))
-    return _times([norm, gemm, loss], 0.0)
+    return _times([final, gemm, loss], 0.0)
 
 
 def embedding_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch: int,

@@ -85,32 +85,51 @@ def layer_forward_flops(model: ModelSpec, micro_batch: int, seq_len: int | None 
     s = model.seq_len if seq_len is None else seq_len
     tokens = micro_batch * s
     h = model.hidden
-    kv = model.kv_heads * model.head_dim
     q = model.heads * model.head_dim
+    v = model.heads * (model.mla.v_head_dim if model.mla else model.head_dim)
     core_factor = 0.5 if causal else 1.0
     return LayerFlops(
-        qkv_flops=2 * tokens * h * (q + 2 * kv),  # Q: h x q; K, V: h x kv each
+        qkv_flops=2 * tokens * _qkv_weights(model),  # Q: h x q; K, V: h x kv each (or MLA's)
         attention_scores_flops=core_factor * 2 * tokens * s * q,  # Q K^T: s x s per head
-        attention_values_flops=core_factor * 2 * tokens * s * q,  # probabilities x V
-        attention_output_flops=2 * tokens * q * h,  # output projection q x h
+        attention_values_flops=core_factor * 2 * tokens * s * v,  # probabilities x V
+        attention_output_flops=2 * tokens * v * h,  # output projection v x h
         mlp_flops=mlp_forward_flops(model, tokens),
     )
+
+
+def _qkv_weights(model: ModelSpec) -> float:
+    """Multiply-adds per token of the Q, K and V projections: ``h x (q + 2 kv)``, or multi-head
+    latent attention's down- and up-projections (:func:`simcluster.perf.params.mla_params`'s
+    matrices less the output projection)."""
+    h, heads = model.hidden, model.heads
+    if model.mla is None:
+        return h * heads * model.head_dim + 2 * h * model.kv_heads * model.head_dim
+    a = model.mla
+    q = (a.q_lora_rank * (h + heads * model.head_dim) if a.q_lora_rank
+         else h * heads * model.head_dim)
+    nope = model.head_dim - a.rope_head_dim
+    return q + h * (a.kv_lora_rank + a.rope_head_dim) + a.kv_lora_rank * heads * (nope + a.v_head_dim)
 
 
 def mlp_forward_flops(model: ModelSpec, tokens: int) -> float:
     """Forward FLOPs of one layer's MLP over ``tokens`` tokens.
 
     ``2*tokens*h*ffn`` per matrix: gelu has 2 matrices, swiglu 3 (gate, up, down). For MoE every
-    token passes through ``top_k`` experts and a ``h x experts`` router (Fedus et al. 2022,
-    Switch Transformers s2.1; Megatron ``num_floating_point_operations`` counts the top_k experts
-    but not the router).
+    token passes through ``top_k`` experts, the shared experts and a ``h x experts`` router (Fedus
+    et al. 2022, Switch Transformers s2.1; Megatron ``num_floating_point_operations`` counts the
+    top_k and shared experts but not the router); ``moe.dense_layers`` dense blocks are averaged
+    in, so ``layers x`` this is the model's total.
     """
     matrices = 3 if model.ffn_act == "swiglu" else 2
-    per_expert = 2 * tokens * model.hidden * model.ffn_hidden * matrices
-    if model.moe is None:
-        return float(per_expert)
-    router = 2 * tokens * model.hidden * model.moe.experts  # gating logits
-    return float(model.moe.top_k * per_expert + router)
+    per_width = 2 * tokens * model.hidden * matrices  # per unit of inner size
+    moe = model.moe
+    if moe is None:
+        return float(per_width * model.ffn_hidden)
+    router = 2 * tokens * model.hidden * moe.experts  # gating logits
+    shared = moe.shared_experts * (moe.shared_ffn_hidden or model.ffn_hidden)
+    sparse = per_width * (moe.top_k * model.ffn_hidden + shared) + router
+    dense = moe.dense_layers / model.layers  # leading dense blocks, averaged over the layers
+    return float((1 - dense) * sparse + dense * per_width * moe.dense_ffn_hidden)
 
 
 def logits_forward_flops(model: ModelSpec, batch: int, seq_len: int | None = None) -> float:

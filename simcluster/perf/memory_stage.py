@@ -59,10 +59,13 @@ class StageParams:
 def stage_params(model: ModelSpec, par: ParallelismSpec, stage: int, layers: int) -> StageParams:
     """Parameters one GPU of ``stage`` holds, given the stage's ``layers`` (Megatron layout).
 
-    Per layer: attention and dense MLP / tp, norms replicated; MoE experts / (tp*ep), router
-    replicated. First stage: word embedding V*h / tp (vocab-parallel), learned positions
-    replicated. Last stage: final norm, and the output layer V*h / tp when untied, or a copy of the
-    tied word embedding when pp > 1 (Megatron keeps one there to reduce its gradient).
+    Per layer: attention and dense MLP / tp, norms replicated; MoE experts / (tp*ep), shared
+    experts / tp, router replicated; a model's leading dense blocks (``moe.dense_layers``) are
+    spread over the layers pro rata (a stated simplification: Megatron puts them on the first
+    stage, a difference of their FFN's parameters there). First stage: word embedding V*h / tp
+    (vocab-parallel), learned positions replicated. Last stage: final norm, and the output layer
+    V*h / tp when untied, or a copy of the tied word embedding when pp > 1 (Megatron keeps one
+    there to reduce its gradient).
     """
     return _stage_params(model, par.tp, par.ep, stage == 0, stage == par.pp - 1, par.pp > 1,
                          layers)
@@ -87,11 +90,12 @@ def _stage_params(model: ModelSpec, tp: int, ep: int, first: bool, last: bool, p
     """:func:`stage_params` on the layout values it reads (``pipelined``: ``pp > 1``)."""
     pc = count_params(model)
     word = model.vocab * model.hidden
-    router = model.hidden * model.moe.experts if model.moe else 0
-    mlp = pc.per_layer_mlp - router
-    layer_dense = pc.per_layer_attention / tp + pc.per_layer_norm + router
-    dense = layers * (layer_dense + (0 if model.moe else mlp / tp))
-    expert = layers * mlp / (tp * ep) if model.moe else 0.0
+    moe_share = 1.0 - pc.dense_layers / pc.layers  # the MoE blocks' share, spread over stages
+    layer_dense = (pc.per_layer_attention / tp + pc.per_layer_norm
+                   + moe_share * (pc.router + pc.shared_mlp / tp)
+                   + (1.0 - moe_share) * pc.dense_mlp / tp)
+    dense = layers * (layer_dense + (0 if model.moe else pc.routed_mlp / tp))
+    expert = layers * moe_share * pc.routed_mlp / (tp * ep) if model.moe else 0.0
     if first:
         dense += word / tp + (pc.embedding - word)  # vocab-parallel words, replicated positions
     if last:
@@ -181,7 +185,9 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
 
     Korthikanti Table 2 term by term (16-bit tensors, 1-byte dropout masks), generalised: Q, K, V
     use the GQA widths; the MLP stores its activation input and the down-projection input (gelu
-    ``2f + 2f``, swiglu ``4f + 2f`` per token) for each of the ``top_k`` experts. For plain GPT this
+    ``2f + 2f``, swiglu ``4f + 2f`` per token) for each of the ``top_k`` experts, with the
+    experts' permuted inputs and the shared experts (:func:`_mlp_saved`); multi-head latent
+    attention keeps its own tensors (:func:`_attention_saved`). For plain GPT this
     is ``s*b*h*(34 + 5*a*s/h)`` without parallelism, ``s*b*h*(10 + 24/t + 5*a*s/(h*t))`` with TP and
     ``s*b*h/t*(34 + 5*a*s/h)`` with TP + SP; the SP + selective case is Megatron's
     ``s*b*h*(18 + 4*ffn/h)/t`` for any gelu MHA layer. A model trained without dropout
@@ -219,20 +225,16 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
     sbh = s * b * h
     if recompute == "full":
         return 2 * sbh / (tp if sequence_parallel else 1)  # checkpointed layer input, 16-bit
-    q, kv = model.heads * model.head_dim, model.kv_heads * model.head_dim
-    top_k = model.moe.top_k if model.moe else 1
     lb = linear_bytes
-    # the activation's input (2f; swiglu's two inputs 4f) and the down-projection input
-    mlp_inner = (4 if model.ffn_act == "swiglu" else 2) * model.ffn_hidden + lb * model.ffn_hidden
     mask = 1.0 if model.dropout else 0.0  # a model trained without dropout keeps no masks
+    latent, attention = _attention_saved(model, lb)
     replicated = (4 * sbh  # inputs of the two norms
                   + lb * sbh  # QKV projection input
                   + mask * sbh  # attention output dropout mask
                   + lb * sbh  # MLP input
-                  + mask * sbh)  # MLP output dropout mask
-    sharded = (2 * s * b * (q + 2 * kv)  # Q and K for the scores, V for AV
-               + lb * s * b * q  # output projection input
-               + s * b * top_k * mlp_inner)  # activation input and down-projection input
+                  + mask * sbh  # MLP output dropout mask
+                  + s * b * latent)  # MLA's latents (duplicated on every TP rank)
+    sharded = s * b * (attention + _mlp_saved(model, lb))
     scores = 0.0
     if recompute == "none" and not flash_attention:
         # softmax output 2; with dropout its mask 1 and output 2
@@ -240,6 +242,38 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
     if sequence_parallel:
         return (replicated + sharded + scores) / tp
     return replicated + (sharded + scores) / tp
+
+
+def _attention_saved(model: ModelSpec, lb: float) -> tuple[float, float]:
+    """Bytes per token the attention keeps: (replicated over TP, split over TP).
+
+    Q and K for the scores, V for AV (2 bytes each, GQA widths) and the output projection's input;
+    multi-head latent attention (:mod:`.mla`) also keeps its two latents, each as its norm's input
+    and the up-projection's input, duplicated on every TP rank.
+    """
+    q = model.heads * model.head_dim
+    if model.mla is None:
+        kv = model.kv_heads * model.head_dim
+        return 0.0, 2 * (q + 2 * kv) + lb * q
+    a = model.mla
+    v = model.heads * a.v_head_dim
+    latents = a.q_lora_rank + a.kv_lora_rank
+    return (2 + lb) * latents, 2 * (2 * q + v) + lb * v
+
+
+def _mlp_saved(model: ModelSpec, lb: float) -> float:
+    """Bytes per token the FFN keeps: each MLP's activation input (2f; swiglu's two inputs 4f) and
+    down-projection input, for the ``top_k`` routed experts (with their permuted inputs) and the
+    shared experts of a MoE block; leading dense blocks averaged in (:mod:`.moe_layer`)."""
+    def inner(width: float) -> float:
+        return (4 if model.ffn_act == "swiglu" else 2) * width + lb * width
+    moe = model.moe
+    if moe is None:
+        return inner(model.ffn_hidden)
+    shared = moe.shared_experts * (moe.shared_ffn_hidden or model.ffn_hidden)
+    sparse = moe.top_k * (inner(model.ffn_hidden) + lb * model.hidden) + inner(shared)
+    dense = moe.dense_layers / model.layers
+    return (1 - dense) * sparse + dense * inner(moe.dense_ffn_hidden)
 
 
 @memoised()

@@ -160,7 +160,7 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
                         par.cp, par.sequence_parallel, par.recompute, ex.attention,
                         par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance,
                         (copy_out_bytes(s), copy_in_bytes(s), zero3_weight_cast_bytes(s)),
-                        (ex.fp8_recipe, ex.fp8_cast_fusion))
+                        (ex.fp8_recipe, ex.fp8_cast_fusion), ex.moe_dispatcher)
 
 
 @memoised()
@@ -168,11 +168,11 @@ def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micr
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
                  attention: str, ep: int, elementwise: str, host_op_s: float,
                  cp_load_balance: bool, copies: tuple[float, float, float],
-                 lowp: tuple[str, bool]) -> LayerTimes:
+                 lowp: tuple[str, bool], dispatcher: str = "alltoall") -> LayerTimes:
     layer = layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
                         recompute, attention, ep=ep, elementwise=elementwise,
                         host_op_s=host_op_s, cp_load_balance=cp_load_balance,
-                        fp8_recipe=lowp[0], fp8_cast_fusion=lowp[1])
+                        fp8_recipe=lowp[0], fp8_cast_fusion=lowp[1], moe_dispatcher=dispatcher)
     copy_out, copy_in, cast = copies
     if cast:  # ZeRO-3 under a low-precision format: the gathered weights quantized each pass
         op = memory_operator(acc.value, "weight_cast", cast, backward_factor=1.0)

@@ -72,19 +72,30 @@ class BlockGemms:
     row_dgrad: float
 
 
+#: The GEMMs before the attention core (column-parallel, or MLA's duplicated down-projections).
+ATTENTION_COLUMN = ("qkv", "q_down", "q_up", "kv_down", "kv_up")
+#: The MLP's column- and row-parallel GEMMs: routed experts (or a dense MLP), shared experts,
+#: dense blocks averaged into a MoE model (:mod:`.moe_layer`).
+MLP_COLUMN = ("mlp_up", "mlp_gate", "shared_up", "shared_gate", "dense_up", "dense_gate")
+MLP_ROW = ("mlp_down", "shared_down", "dense_down")
+
+
 def _dgrad(op: OperatorTime) -> float:
     return op.backward_s - op.wgrad_s
 
 
 def blocks(layer: LayerTimes) -> tuple[BlockGemms, BlockGemms]:
-    """The attention and MLP sub-blocks' GEMMs of ``layer`` (QKV | projection, up and gate |
-    down); MoE experts count as the MLP's GEMMs."""
+    """The attention and MLP sub-blocks' GEMMs of ``layer`` (QKV, or multi-head latent attention's
+    projections | output projection; up and gate | down); MoE routed and shared experts and the
+    averaged-in dense blocks count as the MLP's GEMMs."""
     ops = {o.name: o for o in layer.operators}
-    column = [ops[n] for n in ("mlp_up", "mlp_gate") if n in ops]
-    attention = BlockGemms(ops["qkv"].time_s, ops["qkv"].wgrad_s, ops["proj"].time_s,
-                           _dgrad(ops["proj"]))
+    qkv = [ops[n] for n in ATTENTION_COLUMN if n in ops]
+    column = [ops[n] for n in MLP_COLUMN if n in ops]
+    rows = [ops[n] for n in MLP_ROW if n in ops]
+    attention = BlockGemms(sum(o.time_s for o in qkv), sum(o.wgrad_s for o in qkv),
+                           ops["proj"].time_s, _dgrad(ops["proj"]))
     mlp = BlockGemms(sum(o.time_s for o in column), sum(o.wgrad_s for o in column),
-                     ops["mlp_down"].time_s, _dgrad(ops["mlp_down"]))
+                     sum(o.time_s for o in rows), sum(_dgrad(o) for o in rows))
     return attention, mlp
 
 

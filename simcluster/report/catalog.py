@@ -34,12 +34,28 @@ def models_table() -> str:
     for name in catalog.names("models"):
         m = schema.parse(ModelSpec, catalog.entry("models", name), name)
         params = count_params(m)
-        moe = f"{m.moe.experts}x top{m.moe.top_k}" if m.moe else "-"
-        rows.append([name, m.layers, m.hidden, m.heads, m.kv_heads, m.ffn_hidden, m.ffn_act,
-                     m.vocab, m.seq_len, moe, f"{params.total / 1e9:.2f}",
+        rows.append([name, m.layers, m.hidden, m.heads, m.kv_heads, _attention(m), m.ffn_hidden,
+                     m.ffn_act, m.vocab, m.seq_len, _moe(m), f"{params.total / 1e9:.2f}",
                      f"{params.active / 1e9:.2f}"])
-    return format_table(["model", "layers", "hidden", "heads", "kv", "ffn", "act", "vocab", "seq",
-                         "moe", "params B", "active B"], rows)
+    return format_table(["model", "layers", "hidden", "heads", "kv", "attn", "ffn", "act", "vocab",
+                         "seq", "moe", "params B", "active B"], rows)
+
+
+def _attention(m: ModelSpec) -> str:
+    """``mla``, ``gqa`` (fewer key/value heads than query heads) or ``mha``."""
+    if m.mla is not None:
+        return "mla"
+    return "gqa" if m.kv_heads < m.heads else "mha"
+
+
+def _moe(m: ModelSpec) -> str:
+    """``256x top8 +1sh 3d``: routed experts, top_k, shared experts, leading dense blocks."""
+    if m.moe is None:
+        return "-"
+    parts = [f"{m.moe.experts}x top{m.moe.top_k}"]
+    parts += [f"+{m.moe.shared_experts}sh"] if m.moe.shared_experts else []
+    parts += [f"{m.moe.dense_layers}d"] if m.moe.dense_layers else []
+    return " ".join(parts)
 
 
 def topologies_table() -> str:

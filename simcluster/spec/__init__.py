@@ -10,7 +10,7 @@ from simcluster.spec.hardware import (
 )
 from simcluster.spec.layout import check_layout
 from simcluster.spec.loader import dump_scenario, load_scenario, load_topology, to_yaml
-from simcluster.spec.model import ModelSpec, MoESpec
+from simcluster.spec.model import MLASpec, ModelSpec, MoESpec
 from simcluster.spec.scenario import (
     CheckpointSpec,
     ClusterSpec,
@@ -35,6 +35,7 @@ __all__ = [
     "GpuSlowdownSpec",
     "HostSpec",
     "LinkBandwidthSpec",
+    "MLASpec",
     "MoESpec",
     "ModelSpec",
     "ParallelismSpec",

@@ -17,6 +17,8 @@ ELEMENTWISE_MODES = ("fused", "eager")
 TP_OVERLAP_MODES = ("none", "bulk", "pipelined")
 GRAD_COPIES = ("none", "shard", "full")
 CP_COMM_TYPES = ("p2p", "all_gather")
+#: MoE token dispatchers (Megatron-Core ``--moe-token-dispatcher-type``; docs/moe.md).
+MOE_DISPATCHERS = ("alltoall", "allgather", "flex")
 #: Attention kernels (simcluster/catalog/attention.yaml, perf/kernels/attention.py); math is
 #: the unfused path (scores GEMM, softmax, AV GEMM).
 ATTENTION_KERNELS = ("auto", "flash2", "flash3", "cudnn", "triton-flash", "sdpa-flash", "flash1",
@@ -129,6 +131,13 @@ class ExecutionSpec:
         0.0, unit="us", ge=0, le=10_000, doc="host time per modelled layer operator and pass "
         "(Python, dispatch, launch of its kernels): a layer pass takes at least its operators "
         "times this (the CPU cannot feed the GPU faster); 0: GPU-bound. docs/stacks.md")
+    moe_dispatcher: str = spec_field(
+        "alltoall", choices=MOE_DISPATCHERS, doc="MoE token dispatcher (Megatron-Core "
+        "--moe-token-dispatcher-type): alltoall (each token's top_k copies sent to the experts' "
+        "ranks, permuted before and sorted by local expert after), allgather (every rank gathers "
+        "the EP group's tokens and keeps its experts' rows), flex (DeepEP / HybridEP: a token "
+        "sent once to each rank holding any of its experts, permutation fused into the "
+        "dispatch). docs/moe.md")
     # Memory the training process holds besides model state and activations: defaults and their
     # sources in simcluster.perf.memory_overheads (tests/unit/test_memory_overheads.py pins them).
     fp32_grad_buffer: bool | None = spec_field(

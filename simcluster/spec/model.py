@@ -35,14 +35,55 @@ MAX_EXPERTS = 2**16
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MoESpec:
-    """Mixture of experts: ``experts`` FFNs per layer, ``top_k`` of them active per token."""
+    """Mixture of experts: ``experts`` FFNs per layer, ``top_k`` of them active per token.
+
+    ``model.ffn_hidden`` is one routed expert's inner size. DeepSeek-style layers add
+    ``shared_experts`` that every token passes through (DeepSeekMoE, Dai et al. arXiv 2401.06066),
+    and the first ``dense_layers`` blocks keep a dense FFN of ``dense_ffn_hidden`` (DeepSeek-V3's
+    ``first_k_dense_replace``). ``imbalance`` is the routed tokens of the busiest expert-parallel
+    rank over the mean (1: balanced routing, as the benchmark recipes force it).
+    """
 
     experts: int = spec_field(ge=1, le=MAX_EXPERTS)
     top_k: int = spec_field(ge=1, le=MAX_EXPERTS)
+    shared_experts: int = spec_field(
+        0, ge=0, le=MAX_EXPERTS, doc="experts every token passes through besides its top_k "
+        "(DeepSeek-V3, Kimi-K2: 1); each of shared_ffn_hidden")
+    shared_ffn_hidden: int = spec_field(
+        0, ge=0, le=MAX_FFN_HIDDEN, doc="inner size of one shared expert; 0: model.ffn_hidden")
+    dense_layers: int = spec_field(
+        0, ge=0, le=MAX_LAYERS, doc="leading blocks with a dense FFN instead of experts "
+        "(DeepSeek-V3: 3, Kimi-K2: 1)")
+    dense_ffn_hidden: int = spec_field(
+        0, ge=0, le=MAX_FFN_HIDDEN, doc="inner size of the dense blocks' FFN (required with "
+        "dense_layers)")
+    imbalance: float = spec_field(
+        1.0, ge=1.0, le=MAX_EXPERTS, doc="routed tokens of the busiest expert-parallel rank over "
+        "the mean: its expert GEMMs and all-to-all run that much longer (1: balanced, as "
+        "Megatron-Bridge's benchmark recipes force with moe_router_force_load_balancing)")
 
     def __post_init__(self) -> None:
         if self.top_k > self.experts:
             raise SpecError("top_k", f"{self.top_k} exceeds experts={self.experts}")
+        if self.dense_layers and not self.dense_ffn_hidden:
+            raise SpecError("dense_ffn_hidden", f"dense_layers={self.dense_layers} needs the "
+                            "dense blocks' FFN inner size (> 0)")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MLASpec:
+    """Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434 section 2.1; DeepSeek-V3).
+
+    Queries go through a ``q_lora_rank`` bottleneck (0: one ``h x heads*head_dim`` projection),
+    keys and values through a shared ``kv_lora_rank`` latent; each head's query and key have
+    ``model.head_dim`` = a non-rotary part plus ``rope_head_dim`` rotary dimensions (the rotary
+    key is one per token, shared by the heads), each value ``v_head_dim``.
+    """
+
+    q_lora_rank: int = spec_field(0, ge=0, le=MAX_HIDDEN)
+    kv_lora_rank: int = spec_field(ge=1, le=MAX_HIDDEN)
+    rope_head_dim: int = spec_field(ge=0, le=MAX_HIDDEN)
+    v_head_dim: int = spec_field(ge=1, le=MAX_HIDDEN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +132,9 @@ class ModelSpec:
     position: str = spec_field("learned", choices=POSITIONS)
     norm: str = spec_field("layernorm", choices=NORMS)
     moe: MoESpec | None = spec_field(None)
+    mla: MLASpec | None = spec_field(
+        None, doc="multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) instead of the Q, K, V "
+        "projections; head_dim is then the query/key head size (non-rotary + rotary)")
 
     @staticmethod
     def derive(values: dict[str, Any], context: Context) -> None:
@@ -110,4 +154,14 @@ class ModelSpec:
             object.__setattr__(self, "head_dim", self.hidden // self.heads)
         if self.kv_heads > self.heads or self.heads % self.kv_heads:
             raise SpecError("kv_heads", f"{self.kv_heads} must divide heads={self.heads}")
+        if self.mla is not None:
+            if self.kv_heads != self.heads:
+                raise SpecError("kv_heads", f"{self.kv_heads}: multi-head latent attention has a "
+                                f"key and value per head (kv_heads = heads = {self.heads})")
+            if self.mla.rope_head_dim >= self.head_dim:
+                raise SpecError("mla.rope_head_dim", f"{self.mla.rope_head_dim} must be below "
+                                f"head_dim={self.head_dim} (the non-rotary part is the rest)")
+        if self.moe is not None and self.moe.dense_layers >= self.layers:
+            raise SpecError("moe.dense_layers", f"{self.moe.dense_layers} must be below "
+                            f"layers={self.layers} (a model of dense layers only has no moe)")
 

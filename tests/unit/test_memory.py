@@ -160,7 +160,9 @@ def test_mixtral_mlp_activations_scale_with_top_k() -> None:
     s = 4096
     diff = (layer_activation_bytes(m, 1, s, 1, False, "selective")
             - layer_activation_bytes(dense, 1, s, 1, False, "selective"))
-    assert diff == 6 * s * 14336  # one more expert's activation and down-projection inputs
+    # one more expert's activation and down-projection inputs, and the two experts' permuted
+    # 16-bit inputs (the grouped GEMMs' saved inputs)
+    assert diff == 6 * s * 14336 + 2 * 2 * s * 4096
 
 
 # Pipeline in-flight micro-batches (Megatron-LM schedules.py) -----------------------------------

@@ -37,6 +37,13 @@ TINY_MOE: dict[str, Any] = {
     **TINY, "cluster": {"topology": "dgx-a100-80gb", "nodes": 1},
     "model": {**TINY["model"], "moe": {"experts": 4, "top_k": 2}},
 }
+#: A small MoE model in FP8 on H100: the memory check counts Transformer Engine's FP8 weight
+#: copies and the experts' sharding, so the best layout that fits is brute force's too.
+TINY_MOE_FP8: dict[str, Any] = {
+    **TINY_MOE, "cluster": {"topology": "dgx-h100", "nodes": 1}, "precision": "fp8",
+    "model": {**TINY["model"], "ffn_act": "swiglu",
+              "moe": {"experts": 8, "top_k": 2, "shared_experts": 1}},
+}
 # Restricted so the brute force stays small; the enumerator gets the same restriction.
 AXES = SearchAxes(values={"recompute": ("none", "full"), "zero_stage": (0, 1, 2),
                           "schedule": ("1f1b", "interleaved", "gpipe")}, max_virtual_stages=3)
@@ -90,7 +97,8 @@ def _enumerated(source: dict[str, Any], axes: SearchAxes) -> list[tuple[Any, ...
     return [tuple(layout_values(p).values()) for p in layouts(base, axes, Rejections())]
 
 
-CASES = {"dense": (TINY, AXES, False), "moe": (TINY_MOE, AXES_MOE, True)}
+CASES = {"dense": (TINY, AXES, False), "moe": (TINY_MOE, AXES_MOE, True),
+         "moe-fp8": (TINY_MOE_FP8, AXES_MOE, True)}
 
 
 @pytest.mark.parametrize("name", list(CASES))
@@ -106,22 +114,24 @@ def test_enumeration_is_exactly_what_the_loader_accepts(name: str) -> None:
         assert any(k[keys.index("ep")] > 1 for k in found), "no expert-parallel layout reached"
 
 
-def test_best_layout_equals_brute_force_best() -> None:
-    task = AnalyticalTask(TINY, (), (Setting("", ()),), AXES)
+@pytest.mark.parametrize("name", ["dense", "moe-fp8"])
+def test_best_layout_equals_brute_force_best(name: str) -> None:
+    source, axes, _ = CASES[name]
+    task = AnalyticalTask(source, (), (Setting("", ()),), axes)
     base = task.base(0)
     rows = []
-    for i, split in enumerate(splits(base, AXES, Rejections())):
+    for i, split in enumerate(splits(base, axes, Rejections())):
         rows += task(Chunk(i, ((0, tuple(split.items())),)))
     ok = [r for r in rows if r["status"] == "ok"]
     best = min(ok, key=lambda r: r["step_time_s"])
     # Brute force: every valid layout through the single-run path of `simcluster run --fast`.
     times = []
-    for key in sorted(_brute("dense"), key=repr):
+    for key in sorted(_brute(name), key=repr):
         values = dict(zip(LAYOUT_KEYS, key, strict=True))
         layers = values.pop("stage_layers")
         overrides = [f"parallelism.{k}={_yaml(x)}" for k, x in values.items() if k != "dp"]
         overrides.append(f"parallelism.stage_layers={'[' + layers + ']' if layers else 'null'}")
-        run = simulate(load_scenario(TINY, overrides), engine="analytical").to_dict()
+        run = simulate(load_scenario(source, overrides), engine="analytical").to_dict()
         if run["fits_in_memory"]:
             times.append(run["iteration_time_s"])
     assert len(times) == len(ok)
