@@ -12,6 +12,7 @@ import dataclasses
 import math
 
 from simcluster.errors import SpecError
+from simcluster.perf.flops import window_pairs
 from simcluster.perf.kernels import eager
 from simcluster.perf.kernels.attention import (
     CAUSAL_WORK_FRACTION,
@@ -46,7 +47,7 @@ from simcluster.perf.kernels.operator import (
     OperatorTime,
     bytes_per_element,
 )
-from simcluster.perf.layer_ops import Shape, block_shape, linear, norm
+from simcluster.perf.layer_ops import Shape, blend, block_shape, linear, norm
 from simcluster.perf.mla import mla_core, mla_output, mla_projections
 from simcluster.perf.moe_layer import ffn_operators
 from simcluster.spec.hardware import AcceleratorSpec
@@ -90,6 +91,21 @@ def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shap
         result.append(memory_operator(acc, "attn_dropout", scores * (2 * sh.size + MASK_BYTES)))
     result.append(gemm_operator(acc, dtype, "attn_v", (q, hd, sh.seq), heads_batch, weight=False))
     return result
+
+
+def _windowed_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shape,
+                   kernel: str) -> OperatorTime:
+    """The fused kernel of a sliding-window block: the causal band's pairs
+    (:func:`.flops.window_pairs`) of the ``s x s`` square, at the kernel's causal rate for a
+    sequence of the window's length (each query block meets about a window of keys). The unfused
+    ``math`` path computes the whole masked square either way. Context parallelism splits the
+    band like the sequence (no load-balance term)."""
+    hd, q = model.head_dim, sh.tokens / sh.batch
+    flops = 4.0 * sh.batch * sh.heads * q * sh.seq * hd
+    nbytes = (2 * sh.tokens * sh.heads * hd + 2 * sh.batch * sh.seq * sh.kv_width) * sh.size
+    band = window_pairs(sh.seq, model.window) / (sh.seq * sh.seq)
+    return fused_attention_operator(acc, dtype, kernel, flops, nbytes, hd, float(model.window),
+                                    True, band)
 
 
 def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
@@ -142,8 +158,11 @@ def _attention(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Sh
         result.append(eager.rope(acc, rotated) if eager_ops else _rope(acc, sh, hd))
     if eager_ops and kernel in HEAD_MAJOR_KERNELS:
         result += _eager_attention_copies(acc, sh, hd)
-    result += _attention_core(model, acc, activation_dtype(lin.dtype), sh, kernel, causal,
-                              balanced)
+    dtype = activation_dtype(lin.dtype)
+    core = _attention_core(model, acc, dtype, sh, kernel, causal, balanced)
+    if model.window and model.window < sh.seq and kernel != "math":
+        core = [blend(core[0], _windowed_core(model, acc, dtype, sh, kernel), model.window_layers)]
+    result += core
     return result + linear(acc, lin, "proj", (sh.tokens, model.hidden, sh.heads * hd),
                            input_fused=False)
 

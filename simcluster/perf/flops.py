@@ -87,7 +87,7 @@ def layer_forward_flops(model: ModelSpec, micro_batch: int, seq_len: int | None 
     h = model.hidden
     q = model.heads * model.head_dim
     v = model.heads * (model.mla.v_head_dim if model.mla else model.head_dim)
-    core_factor = 0.5 if causal else 1.0
+    core_factor = (0.5 if causal else 1.0) * window_share(model, s)
     return LayerFlops(
         qkv_flops=2 * tokens * _qkv_weights(model),  # Q: h x q; K, V: h x kv each (or MLA's)
         attention_scores_flops=core_factor * 2 * tokens * s * q,  # Q K^T: s x s per head
@@ -95,6 +95,25 @@ def layer_forward_flops(model: ModelSpec, micro_batch: int, seq_len: int | None 
         attention_output_flops=2 * tokens * v * h,  # output projection v x h
         mlp_flops=mlp_forward_flops(model, tokens),
     )
+
+
+def window_pairs(seq: float, window: int) -> float:
+    """Query-key pairs per head of causal sliding-window attention over ``seq`` tokens: query ``i``
+    attends to ``min(i + 1, window)`` keys, ``seq w - w (w - 1) / 2`` for ``seq >= w`` (Beltagy et
+    al. arXiv 2004.05150, Longformer's local attention; Mistral 7B, arXiv 2310.06825)."""
+    w = min(float(window), seq)
+    return seq * w - w * (w - 1) / 2
+
+
+def window_share(model: ModelSpec, seq: int) -> float:
+    """Attention-core FLOPs of the mean block over a full-attention block's, in either convention
+    (the causal half or the full square): a sliding-window block computes the causal band,
+    ``2 x pairs / s^2`` of the square (:func:`window_pairs`), on ``window_layers`` of the
+    blocks."""
+    if not model.window or model.window >= seq:
+        return 1.0
+    band = 2 * window_pairs(seq, model.window) / (seq * seq)
+    return 1.0 - model.window_layers + model.window_layers * band
 
 
 def _qkv_weights(model: ModelSpec) -> float:

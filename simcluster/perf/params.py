@@ -61,14 +61,16 @@ class ParamCount:
 
 def attention_params(m: ModelSpec) -> int:
     """Q and O projections ``h x heads*head_dim`` each (``h x h`` where ``head_dim = h/heads``),
-    K and V ``h x kv_heads*head_dim`` each, plus biases (Q, K, V on their outputs, O on ``h``);
-    multi-head latent attention: :func:`mla_params`."""
+    K and V ``h x kv_heads*head_dim`` each, plus biases (Q, K, V on their outputs, O on ``h``)
+    and a sink logit per head where the model has them; multi-head latent attention:
+    :func:`mla_params`."""
+    sinks = m.heads if m.attention_sinks else 0  # one learned logit per head (GPT-OSS)
     if m.mla is not None:
-        return mla_params(m)
+        return mla_params(m) + sinks
     q, kv = m.heads * m.head_dim, m.kv_heads * m.head_dim
     weights = 2 * m.hidden * q + 2 * m.hidden * kv
     biases = (q + m.hidden + 2 * kv) if m.bias else 0
-    return weights + biases
+    return weights + biases + sinks
 
 
 def mla_params(m: ModelSpec) -> int:
@@ -119,7 +121,7 @@ def count_params(m: ModelSpec) -> ParamCount:
     mlp = mlp_params(m)
     moe = m.moe
     experts, top_k = (moe.experts, moe.top_k) if moe else (1, 1)
-    router = m.hidden * experts if moe else 0
+    router = (m.hidden + (1 if m.bias else 0)) * experts if moe else 0  # logits (and biases)
     shared_width = shared_ffn_hidden(m)
     shared = mlp_params(m, shared_width) if shared_width else 0
     embedding = m.vocab * m.hidden + (m.seq_len * m.hidden if m.position == "learned" else 0)

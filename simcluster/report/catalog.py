@@ -42,10 +42,10 @@ def models_table() -> str:
 
 
 def _attention(m: ModelSpec) -> str:
-    """``mla``, ``gqa`` (fewer key/value heads than query heads) or ``mha``."""
-    if m.mla is not None:
-        return "mla"
-    return "gqa" if m.kv_heads < m.heads else "mha"
+    """``mla``, ``gqa`` (fewer key/value heads than query heads) or ``mha``, and ``w128`` for a
+    sliding window of 128 tokens."""
+    kind = "mla" if m.mla is not None else "gqa" if m.kv_heads < m.heads else "mha"
+    return kind + (f" w{m.window}" if m.window else "")
 
 
 def _moe(m: ModelSpec) -> str:

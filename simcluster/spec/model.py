@@ -132,6 +132,15 @@ class ModelSpec:
     position: str = spec_field("learned", choices=POSITIONS)
     norm: str = spec_field("layernorm", choices=NORMS)
     moe: MoESpec | None = spec_field(None)
+    window: int = spec_field(
+        0, ge=0, le=MAX_SEQ_LEN, doc="sliding-window attention: each query attends to itself and "
+        "the window - 1 tokens before it (Mistral 7B: 4096; GPT-OSS: 128); 0: full attention")
+    window_layers: float = spec_field(
+        1.0, gt=0.0, le=1.0, doc="share of the blocks whose attention is windowed (GPT-OSS: 0.5, "
+        "alternating with full attention); the rest attend to the whole sequence")
+    attention_sinks: bool = spec_field(
+        False, doc="a learned logit per head in each softmax's denominator (GPT-OSS): its "
+        "parameters are counted, its compute is negligible")
     mla: MLASpec | None = spec_field(
         None, doc="multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) instead of the Q, K, V "
         "projections; head_dim is then the query/key head size (non-rotary + rotary)")

@@ -21,7 +21,12 @@ from simcluster import catalog
 from simcluster.errors import SpecError
 from simcluster.perf import comm_plan
 from simcluster.perf.compute import layer_times
-from simcluster.perf.flops import layer_forward_flops, mlp_forward_flops
+from simcluster.perf.flops import (
+    layer_forward_flops,
+    mlp_forward_flops,
+    window_pairs,
+    window_share,
+)
 from simcluster.perf.kernels.lowp import LinearFormat
 from simcluster.perf.layer_ops import block_shape
 from simcluster.perf.memory_stage import all_stage_params, layer_activation_bytes
@@ -263,3 +268,55 @@ def test_lowp_format_reaches_the_expert_gemms() -> None:
     assert fp8["mlp_up"].time_s < bf16["mlp_up"].time_s
     assert fp8["router"].time_s == bf16["router"].time_s  # the router stays 16-bit
     assert LinearFormat("bf16", "none", True).recipe == "none"
+
+
+# Sliding windows and attention sinks (GPT-OSS) ------------------------------------------------
+
+@pytest.mark.parametrize(("name", "total", "active"), [("gpt-oss-120b", 116.83e9, 5.13e9),
+                                                       ("gpt-oss-20b", 20.91e9, 3.61e9)])
+def test_gpt_oss_counts_its_model_card(name: str, total: float, active: float) -> None:
+    """gpt-oss model card (arXiv 2508.10925) Table 1: totals, and active parameters counting the
+    unembedding but not the embedding (simcluster's active counts both)."""
+    m = preset(name)
+    p = count_params(m)
+    assert p.total == pytest.approx(total, abs=0.005e9)
+    assert p.active - m.vocab * m.hidden == pytest.approx(active, abs=0.005e9)
+
+
+def test_window_pairs_by_hand() -> None:
+    assert window_pairs(4, 2) == 1 + 2 + 2 + 2
+    assert window_pairs(3, 5) == 1 + 2 + 3  # a window longer than the sequence: causal
+    m = preset("gpt-oss-120b")
+    band = 2 * (4096 * 128 - 128 * 127 / 2) / 4096**2
+    assert window_share(m, 4096) == pytest.approx(0.5 + 0.5 * band)
+    assert window_share(m, 128) == 1.0
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 1 << 16), st.integers(1, 1 << 16))
+def test_window_pairs_between_the_window_and_causal(seq: int, window: int) -> None:
+    pairs = window_pairs(seq, window)
+    assert min(seq, window) * seq / 2 <= pairs <= seq * (seq + 1) / 2 + 1e-6
+
+
+def test_windowed_blocks_blend_the_attention_kernel() -> None:
+    """Half the blocks windowed: the attention operator is the mean of the full and the windowed
+    kernel; nothing else changes; the unfused path computes the whole square either way."""
+    m, acc = preset("gpt-oss-120b"), h100()
+    full = dataclasses.replace(m, window=0)
+    every = dataclasses.replace(m, window_layers=1.0)
+    ops = {n: {o.name: o for o in layer_times(x, acc, "bf16", 1, 4096, 1, ep=8).operators}
+           for n, x in (("half", m), ("full", full), ("every", every))}
+    assert ops["every"]["attention"].time_s < ops["full"]["attention"].time_s / 4
+    assert ops["half"]["attention"].time_s == pytest.approx(
+        (ops["full"]["attention"].time_s + ops["every"]["attention"].time_s) / 2)
+    assert {n for n in ops["half"] if ops["half"][n] != ops["full"][n]} == {"attention"}
+    math = {n: layer_times(x, acc, "bf16", 1, 4096, 1, attention="math", ep=8).forward_s
+            for n, x in (("half", m), ("full", full))}
+    assert math["half"] == math["full"]
+
+
+def test_sinks_add_one_parameter_per_head_and_layer() -> None:
+    m = preset("gpt-oss-20b")
+    without = dataclasses.replace(m, attention_sinks=False)
+    assert count_params(m).total - count_params(without).total == 24 * 64

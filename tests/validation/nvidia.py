@@ -114,16 +114,26 @@ HOPPER = ("DGX-H100",)
 
 #: Why a model family cannot be expressed (first matching prefix of the published name).
 UNEXPRESSIBLE_MODELS = (
-    ("DeepSeekV3", "mixture of experts with multi-head latent attention and a shared expert (and "
-     "multi-token prediction where run); simcluster's model has plain (grouped-query) attention "
-     "and experts/top_k only; the table gives no dimensions"),
+    ("DeepSeekV3", "the deepseek-v3 preset has the architecture (multi-head latent attention, a "
+     "shared expert, 3 dense blocks; docs/moe.md), but every recipe except 25.11's w_o_mtp rows "
+     "trains the multi-token-prediction module (one more MoE block and a second pass through the "
+     "output head on the last pipeline stage, recipes/deepseek/h100/deepseek_v3.py pipeline "
+     "layouts), which simcluster does not model, and the w_o_mtp rows (GB200/GB300) place EP "
+     "groups of 32-64 GPUs across 72-GPU NVLink domains in a rack placement not published"),
     ("DeepSeekV4", "mixture-of-experts model whose architecture simcluster does not describe; the "
      "table gives no dimensions"),
-    ("Kimi_K2", "mixture of experts with multi-head latent attention and a shared expert (the "
-     "DeepSeek-V3 design), trained with Muon; simcluster has neither; no dimensions in the table"),
-    ("GPT OSS", "mixture of experts with attention sinks and alternating sliding-window attention; "
-     "simcluster models neither (model.head_dim expresses its 64-wide heads); no dimensions in "
-     "the table"),
+    ("Kimi_K2", "the kimi-k2 preset has the architecture (the DeepSeek-V3 design; docs/moe.md), "
+     "but its recipe trains with Muon (recipes/kimi/h100/kimi_k2.py, distributed_muon), an "
+     "optimizer simcluster does not price (it prices Adam), and the rows "
+     "place EP groups of 64 GPUs across the 72-GPU NVLink domains of GB300 racks"),
+    ("GPT OSS", "the gpt-oss-120b preset has the architecture (sliding-window attention on half "
+     "the blocks, attention sinks, biases; docs/moe.md), but which attention kernel the runs used "
+     "for the sink layers is not settled: Transformer Engine runs a learnable softmax in cuDNN's "
+     "fused attention only from cuDNN 9.13.1 (common/fused_attn/fused_attn.cpp), else unfused, "
+     "and the containers' cuDNN is not published with the rows. Priced with cuDNN's kernel the "
+     "15 expressible rows are +23% to +217% (median 75%), with the unfused path -19% to +67% "
+     "(median 7.8%; docs/validation.md); "
+     "picking the path by its fit would be fitting to the rows"),
     ("Nemotron_3", "hybrid Mamba-2 / attention (mixture-of-experts) model: simcluster models "
      "attention-only decoders"),
 )
