@@ -102,6 +102,10 @@ def _stage_params(model: ModelSpec, tp: int, ep: int, first: bool, last: bool, p
         final_norm = pc.final - (0 if model.tied_embeddings else word)
         output_copy = not model.tied_embeddings or pipelined
         dense += final_norm + (word / tp if output_copy else 0)
+        if pc.mtp:  # the prediction modules beside the loss: their routed experts over tp*ep
+            routed = model.mtp_layers * pc.routed_mlp if model.moe else 0
+            dense += (pc.mtp - routed) / tp
+            expert += routed / (tp * ep)
     return StageParams(dense=dense, expert=expert)
 
 

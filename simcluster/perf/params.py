@@ -32,6 +32,7 @@ class ParamCount:
     dense_mlp: int = 0
     shared_mlp: int = 0  # the shared experts of one MoE block (in per_layer_mlp)
     router: int = 0  # one MoE block's router (in per_layer_mlp)
+    mtp: int = 0  # multi-token prediction modules: not in total (the published convention)
 
     @property
     def per_layer(self) -> int:
@@ -139,4 +140,14 @@ def count_params(m: ModelSpec) -> ParamCount:
         dense_mlp=mlp_params(m, moe.dense_ffn_hidden) if dense_layers and moe else 0,
         shared_mlp=shared,
         router=router,
+        mtp=m.mtp_layers * mtp_module_params(m, experts * mlp + shared + router),
     )
+
+
+def mtp_module_params(m: ModelSpec, block_mlp: int) -> int:
+    """One multi-token prediction module (DeepSeek-V3 section 2.2; the checkpoint's ``enorm``,
+    ``hnorm``, ``eh_proj``, ``shared_head.norm`` and one block): a block of ``block_mlp`` FFN
+    parameters, the ``2h x h`` projection and three norms; the embedding and the output head are
+    the model's (11.6B for DeepSeek-V3, whose README gives 11.5B unique)."""
+    block = attention_params(m) + block_mlp + 2 * norm_params(m)
+    return block + 2 * m.hidden * m.hidden + 3 * norm_params(m)

@@ -29,6 +29,7 @@ from simcluster.perf.kernels.elementwise import memory_bound_time_s
 from simcluster.perf.kernels.lowp import recipe_of, weight_cast_bytes
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.memory_stage import all_chunk_params
+from simcluster.perf.mtp import with_mtp
 from simcluster.perf.zero3 import copy_in_bytes, copy_out_bytes, zero3_weight_cast_bytes
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
@@ -141,6 +142,8 @@ def layer_costs(s: Scenario, groups: comm_plan.Groups) -> LayerCosts:
     layer = _scenario_layer_times(s, acc)
     first, last = _ends(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
                         par.cp, s.execution.elementwise)
+    last = with_mtp(last, layer, first, s.model, acc.value, s.precision,
+                    par.micro_batch * s.model.seq_len / par.cp, par.tp)
     attention = sum(o.time_s for o in layer.operators if o.kind == "attention")
     return LayerCosts(scenario=s, layer=layer, embedding=first, logits=last,
                       tp=comm_plan.tp_layer_comm_s(s, groups, layer),

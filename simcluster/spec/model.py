@@ -141,6 +141,11 @@ class ModelSpec:
     attention_sinks: bool = spec_field(
         False, doc="a learned logit per head in each softmax's denominator (GPT-OSS): its "
         "parameters are counted, its compute is negligible")
+    mtp_layers: int = spec_field(
+        0, ge=0, le=MAX_LAYERS, doc="multi-token prediction modules trained with the model "
+        "(DeepSeek-V3: 1): each adds a block, a 2h x h projection and a pass through the output "
+        "head on the last pipeline stage; their parameters are not in the model's total "
+        "(DeepSeek-V3's 671B excludes its 14B module)")
     mla: MLASpec | None = spec_field(
         None, doc="multi-head latent attention (DeepSeek-V2/V3, Kimi-K2) instead of the Q, K, V "
         "projections; head_dim is then the query/key head size (non-rotary + rotary)")

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from simcluster import catalog
 from simcluster.errors import SpecError
 from simcluster.perf import comm_plan
-from simcluster.perf.compute import layer_times
+from simcluster.perf.compute import embedding_times, layer_times, logits_times
 from simcluster.perf.flops import (
     layer_forward_flops,
     mlp_forward_flops,
@@ -31,6 +31,7 @@ from simcluster.perf.kernels.lowp import LinearFormat
 from simcluster.perf.layer_ops import block_shape
 from simcluster.perf.memory_stage import all_stage_params, layer_activation_bytes
 from simcluster.perf.moe_layer import permutations
+from simcluster.perf.mtp import with_mtp
 from simcluster.perf.params import count_params, mla_params
 from simcluster.perf.tp_overlap import blocks
 from simcluster.run.single import simulate
@@ -234,12 +235,13 @@ def test_dense_and_shared_flops_add_up(dense: int, shared: int, top_k: int) -> N
 
 def test_stage_parameters_sum_to_the_model() -> None:
     """Spread over pipeline stages (dense blocks pro rata), every parameter is held once at
-    TP = EP = 1."""
+    TP = EP = 1, the multi-token prediction module on the last stage."""
     s = load_scenario({"model": "deepseek-v3", "cluster": {"topology": "dgx-h100", "nodes": 1},
                        "parallelism": {"global_batch": 8, "pp": 4,
                                        "stage_layers": [16, 15, 15, 15]}})
     held = sum(p.dense + p.expert for p in all_stage_params(s.model, s.parallelism))
-    assert held == pytest.approx(count_params(s.model).total, rel=1e-12)
+    p = count_params(s.model)
+    assert held == pytest.approx(p.total + p.mtp, rel=1e-12)
 
 
 def test_mla_saves_its_latents_on_every_tp_rank() -> None:
@@ -320,3 +322,41 @@ def test_sinks_add_one_parameter_per_head_and_layer() -> None:
     m = preset("gpt-oss-20b")
     without = dataclasses.replace(m, attention_sinks=False)
     assert count_params(m).total - count_params(without).total == 24 * 64
+
+
+# Multi-token prediction (DeepSeek-V3) --------------------------------------------------------
+
+def test_mtp_module_is_outside_the_total_and_about_11_5b() -> None:
+    """DeepSeek-V3 README: 685B on Hugging Face = 671B main model + 14B MTP module, 11.5B of it
+    unique (the embedding and output head are shared)."""
+    m = preset("deepseek-v3")
+    p = count_params(m)
+    assert m.mtp_layers == 1
+    assert p.mtp == pytest.approx(11.5e9, rel=0.02)
+    assert p.total == count_params(dataclasses.replace(m, mtp_layers=0)).total
+
+
+def test_mtp_runs_a_block_and_the_output_head_again_on_the_last_stage() -> None:
+    m, acc = preset("deepseek-v3"), h100()
+    block = layer_times(m, acc, "bf16", 1, 4096, 1, ep=8)
+    first = embedding_times(m, acc, "bf16", 1, 4096)
+    last = logits_times(m, acc, "bf16", 1, 4096, 1)
+    both = with_mtp(last, block, first, m, acc, "bf16", 4096, 1)
+    extras = sum(o.time_s for o in both.operators if o.name.startswith("mtp_"))
+    # the output head and loss twice: the model's and the module's
+    assert both.forward_s == pytest.approx(2 * last.forward_s + block.forward_s + first.forward_s
+                                           + extras)
+    assert extras > 0
+    assert with_mtp(last, block, first, dataclasses.replace(m, mtp_layers=0), acc, "bf16",
+                    4096, 1) is last
+
+
+def test_the_last_stage_holds_the_mtp_module() -> None:
+    def held(mtp: int) -> float:
+        s = load_scenario({"model": {"preset": "deepseek-v3", "mtp_layers": mtp},
+                           "cluster": {"topology": "dgx-h100", "nodes": 1},
+                           "parallelism": {"global_batch": 8, "pp": 4,
+                                           "stage_layers": [16, 15, 15, 15]}})
+        last = all_stage_params(s.model, s.parallelism)[-1]
+        return last.dense + last.expert
+    assert held(1) - held(0) == pytest.approx(count_params(preset("deepseek-v3")).mtp, rel=1e-12)

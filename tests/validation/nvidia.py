@@ -106,6 +106,15 @@ MODELS = {
     "Nemotron-8B": "nemotron-8b", "Nemotron-22B": "nemotron-22b",
     "Nemotron-340B": "nemotron-4-340b",
     "Qwen3_30B_a3B": "qwen3-30b-a3b", "Qwen3_235B_a22B": "qwen3-235b-a22b",
+    "DeepSeekV3": "deepseek-v3", "DeepSeekV3 (w/ MTP)": "deepseek-v3",
+    "DeepSeekV3 (w/o MTP)": "deepseek-v3", "DeepSeekV3 (dropless)": "deepseek-v3",
+}
+#: DeepSeek-V3's pipeline layouts by (PP, VP): decoder blocks per virtual stage, the embedding on
+#: the first and the multi-token-prediction module and the loss on the last (Megatron-Bridge
+#: ``recipes/deepseek/h100/deepseek_v3.py`` ``_get_deepseek_v3_pipeline_layout`` @067f987d).
+DEEPSEEK_V3_LAYOUTS: dict[tuple[int, int], list[int]] = {
+    (4, 1): [16, 16, 16, 13], (8, 1): [8] * 7 + [5], (4, 2): [8] * 7 + [5],
+    (16, 1): [4] * 15 + [1], (8, 2): [4] * 15 + [1], (4, 4): [4] * 15 + [1],
 }
 #: NVIDIA system (the parenthesis of ``hardware.gpu``) -> topology preset.
 SYSTEMS = {"DGX-H100": "dgx-h100", "DGX-B200": "dgx-b200", "DGX-GB200": "gb200-nvl72",
@@ -114,12 +123,6 @@ HOPPER = ("DGX-H100",)
 
 #: Why a model family cannot be expressed (first matching prefix of the published name).
 UNEXPRESSIBLE_MODELS = (
-    ("DeepSeekV3", "the deepseek-v3 preset has the architecture (multi-head latent attention, a "
-     "shared expert, 3 dense blocks; docs/moe.md), but every recipe except 25.11's w_o_mtp rows "
-     "trains the multi-token-prediction module (one more MoE block and a second pass through the "
-     "output head on the last pipeline stage, recipes/deepseek/h100/deepseek_v3.py pipeline "
-     "layouts), which simcluster does not model, and the w_o_mtp rows (GB200/GB300) place EP "
-     "groups of 32-64 GPUs across 72-GPU NVLink domains in a rack placement not published"),
     ("DeepSeekV4", "mixture-of-experts model whose architecture simcluster does not describe; the "
      "table gives no dimensions"),
     ("Kimi_K2", "the kimi-k2 preset has the architecture (the DeepSeek-V3 design; docs/moe.md), "
@@ -320,7 +323,8 @@ def _mbs(row: dict[str, Any]) -> int:
 
 
 def _case(section: str, row: dict[str, Any], topologies: set[str]) -> NvidiaCase:
-    model = MODELS[str(row["model"]["name"])]
+    name = str(row["model"]["name"])
+    model = MODELS[name]
     system = system_of(row)
     release = release_of(row)
     precision, fp8_recipe = precision_of(section, row)
@@ -350,10 +354,13 @@ def _case(section: str, row: dict[str, Any], topologies: set[str]) -> NvidiaCase
     split = {"llama-3-405b": 126, "qwen3-235b-a22b": 94}  # recipes that count embedding and loss
     if model in split and section == MEGATRON_BRIDGE and pp > 1:
         parallelism["stage_layers"] = stage_layers_with_embedding_and_loss(split[model], pp * vp)
+    if model == "deepseek-v3" and (pp, vp) in DEEPSEEK_V3_LAYOUTS:
+        parallelism["stage_layers"] = DEEPSEEK_V3_LAYOUTS[(pp, vp)]
     if section == NEMO_2407 and model == "nemotron-4-340b":
         parallelism["recompute"] = "selective"  # launcher: activations_checkpoint_granularity
     scenario = {
-        "name": row["id"], "model": {"preset": model, "name": model, "seq_len": seq},
+        "name": row["id"], "model": {"preset": model, "name": model, "seq_len": seq,
+                                     **({"mtp_layers": 0} if "w/o MTP" in name else {})},
         "precision": precision,
         "execution": _execution(section, release, model, precision, fp8_recipe, tp, fsdp),
         "cluster": {"topology": topology, "nodes": nodes}, "parallelism": parallelism}
@@ -402,8 +409,9 @@ def _layout_problem(case: NvidiaCase) -> str | None:
         load_scenario(case.scenario)
     except SpecError as err:
         if "does not divide layers" in str(err):
-            return ("uneven pipeline split of 94 layers over the published PP x VP stages: the "
-                    "recipe's per-stage layer counts are not published")
+            return (f"uneven pipeline split of {case.scenario['parallelism'].get('pp')} x VP "
+                    "stages: the recipe's per-stage layer counts are not published (for "
+                    "DeepSeek-V3: not in the recipe's table of pipeline layouts)")
         if "scale-up domain" in str(err):
             return ("EP groups that straddle the 72-GPU NVLink domains of a 256-GPU GB200/GB300 "
                     "run: how the run placed its ranks in racks is not published")
