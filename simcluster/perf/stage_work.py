@@ -145,10 +145,12 @@ def layer_costs(s: Scenario, groups: comm_plan.Groups) -> LayerCosts:
     last = with_mtp(last, layer, first, s.model, acc.value, s.precision,
                     par.micro_batch * s.model.seq_len / par.cp, par.tp)
     attention = sum(o.time_s for o in layer.operators if o.kind == "attention")
+    ep = comm_plan.ep_layer_comm_s(s, groups)
+    if s.execution.ep_comm_overlap:  # each pass's all-to-alls beside the other micro-batch's
+        ep = (max(0.0, ep[0] - layer.backward_s), max(0.0, ep[1] - layer.forward_s))
     return LayerCosts(scenario=s, layer=layer, embedding=first, logits=last,
                       tp=comm_plan.tp_layer_comm_s(s, groups, layer),
-                      cp=comm_plan.cp_layer_comm_s(s, groups, attention),
-                      ep=comm_plan.ep_layer_comm_s(s, groups))
+                      cp=comm_plan.cp_layer_comm_s(s, groups, attention), ep=ep)
 
 
 def scenario_layer_times(s: Scenario) -> LayerTimes:

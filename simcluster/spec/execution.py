@@ -138,6 +138,11 @@ class ExecutionSpec:
         "the EP group's tokens and keeps its experts' rows), flex (DeepEP / HybridEP: a token "
         "sent once to each rank holding any of its experts, permutation fused into the "
         "dispatch). docs/moe.md")
+    ep_comm_overlap: bool = spec_field(
+        False, doc="MoE dispatch and combine all-to-alls of one micro-batch overlap the other "
+        "micro-batch's compute of the same layer (Megatron-Core --overlap-moe-expert-parallel-comm, "
+        "with interleaved pipelining): each pass's all-to-alls are exposed only beyond the "
+        "opposite pass of the layer. docs/moe.md")
     # Memory the training process holds besides model state and activations: defaults and their
     # sources in simcluster.perf.memory_overheads (tests/unit/test_memory_overheads.py pins them).
     fp32_grad_buffer: bool | None = spec_field(

@@ -33,6 +33,7 @@ from simcluster.perf.memory_stage import all_stage_params, layer_activation_byte
 from simcluster.perf.moe_layer import permutations
 from simcluster.perf.mtp import with_mtp
 from simcluster.perf.params import count_params, mla_params
+from simcluster.perf.stage_work import LayerCosts, layer_costs
 from simcluster.perf.tp_overlap import blocks
 from simcluster.run.single import simulate
 from simcluster.spec.hardware import AcceleratorSpec
@@ -360,3 +361,18 @@ def test_the_last_stage_holds_the_mtp_module() -> None:
         last = all_stage_params(s.model, s.parallelism)[-1]
         return last.dense + last.expert
     assert held(1) - held(0) == pytest.approx(count_params(preset("deepseek-v3")).mtp, rel=1e-12)
+
+
+def test_ep_overlap_hides_each_pass_behind_the_other_micro_batch() -> None:
+    """``execution.ep_comm_overlap``: a forward all-to-all is exposed only beyond the layer's
+    backward compute of the other micro-batch, a backward one beyond its forward."""
+    def costs(overlap: bool) -> LayerCosts:
+        s = load_scenario({"model": "qwen3-30b-a3b",
+                           "cluster": {"topology": "dgx-h100", "nodes": 2},
+                           "parallelism": {"global_batch": 64, "ep": 16, "pp": 1},
+                           "execution": {"ep_comm_overlap": overlap}, "precision": "bf16"})
+        return layer_costs(s, comm_plan.groups(s))
+    plain, hidden = costs(False), costs(True)
+    assert hidden.ep[0] == pytest.approx(max(0.0, plain.ep[0] - plain.layer.backward_s))
+    assert hidden.ep[1] == pytest.approx(max(0.0, plain.ep[1] - plain.layer.forward_s))
+    assert hidden.ep[0] < plain.ep[0]
