@@ -34,7 +34,8 @@ def check_parallelism(par: ParallelismSpec, m: ModelSpec, topo: TopologySpec) ->
     _check_pp(par, m.layers)
     _check_cp_ep(par, m)
     _check_offload(par)
-    _check_placement(par, scale_up_domain(topo))
+    gpus = par.tp * par.pp * par.cp * par.dp
+    _check_placement(par, min(scale_up_domain(topo), gpus))  # a job inside one domain: its GPUs
 
 
 def check_tp_divides_model(tp: int, m: ModelSpec, key: str = "parallelism.tp") -> None:
@@ -80,7 +81,8 @@ def _check_placement(par: ParallelismSpec, domain: int) -> None:
     TP group are consecutive, those of a CP group stride ``tp`` and of an EP group ``tp*cp``. A
     block must fit a domain evenly (its size divides the domain) or consist of whole domains (a
     multiple of it); the collective model prices exactly those two shapes. TP beyond one domain
-    also needs ``tp_across_nodes``.
+    also needs ``tp_across_nodes``. A job smaller than one domain (64 GPUs of a 72-GPU NVL72 rack)
+    passes ``domain`` = its GPU count: no block of it can leave the domain.
     """
     tp, block = par.tp, par.tp * par.cp
     if domain % tp and not par.tp_across_nodes:

@@ -118,3 +118,18 @@ def test_run_summary_says_when_a_layout_does_not_fit(capsys: pytest.CaptureFixtu
     assert data["peak_memory_gib"] > 80.0
     assert main(["run", DEFAULT, "--fast"]) == 0
     assert "DOES NOT FIT" not in capsys.readouterr().out
+
+
+def test_a_job_inside_one_nvl72_domain_places_any_block() -> None:
+    """64 GB200 (16 trays of one 72-GPU NVLink domain): EP64 and TP16 stay inside the domain, and
+    the collective model prices them over NVLink; 144 GPUs (two domains) still refuse EP64."""
+    moe = {**MODEL, "moe": {"experts": 64, "top_k": 2}}
+    inside = load_scenario({**_doc(model=moe, ep=64, global_batch=128),
+                            "cluster": {"topology": "gb200-nvl72", "nodes": 16}})
+    g = comm_plan.groups(inside)
+    assert g.ep is not None
+    assert (g.ep.nodes, g.ep.inter) == (1, None)
+    assert load_scenario({**_doc(tp=16, global_batch=128), "cluster": {
+        "topology": "gb200-nvl72", "nodes": 16}}).parallelism.tp == 16
+    assert _key({**_doc(model=moe, ep=64, global_batch=144), "cluster": {
+        "topology": "gb200-nvl72", "nodes": 36}}) == "parallelism.ep"
