@@ -134,8 +134,8 @@ UNEXPRESSIBLE_MODELS = (
      "for the sink layers is not settled: Transformer Engine runs a learnable softmax in cuDNN's "
      "fused attention only from cuDNN 9.13.1 (common/fused_attn/fused_attn.cpp), else unfused, "
      "and the containers' cuDNN is not published with the rows. Priced with cuDNN's kernel the "
-     "15 expressible rows are +23% to +217% (median 75%), with the unfused path -19% to +67% "
-     "(median 7.8%; docs/validation.md); "
+     "31 rows are +5% to +217% (median 60%), with the unfused path -53% to +67% "
+     "(median 15.6%; docs/validation.md); "
      "picking the path by its fit would be fitting to the rows"),
     ("Nemotron_3", "hybrid Mamba-2 / attention (mixture-of-experts) model: simcluster models "
      "attention-only decoders"),
