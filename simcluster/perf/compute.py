@@ -77,12 +77,9 @@ def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shap
     :mod:`simcluster.perf.kernels.attention`), or the unfused ``math`` path; a causal fused kernel
     computes the busiest rank's share (``balanced``: the CP load balance)."""
     hd, q = model.head_dim, sh.tokens / sh.batch
-    flops = 4.0 * sh.batch * sh.heads * q * sh.seq * hd  # QK^T and AV, 2 FLOPs per MAC each
     if kernel != "math":
-        # Q read, O written (tokens x heads x hd); K and V for the whole sequence read
-        nbytes = (2 * sh.tokens * sh.heads * hd + 2 * sh.batch * sh.seq * sh.kv_width) * sh.size
-        return [fused_attention_operator(acc, dtype, kernel, flops, nbytes, hd, q, causal,
-                                         causal_cp_fraction(sh.cp, balanced))]
+        return [_fused_core(model, acc, dtype, sh, kernel, q, causal,
+                            causal_cp_fraction(sh.cp, balanced))]
     heads_batch = sh.batch * sh.heads
     scores = heads_batch * q * sh.seq  # elements of the score matrix on this GPU
     result = [gemm_operator(acc, dtype, "scores", (q, sh.seq, hd), heads_batch, weight=False),
@@ -93,6 +90,18 @@ def _attention_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shap
     return result
 
 
+def _fused_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shape, kernel: str,
+                rate_seq: float, causal: bool, fraction: float) -> OperatorTime:
+    """One fused attention kernel over the ``s/cp`` local queries and all ``s`` keys: QK^T and AV
+    (2 FLOPs per multiply-add each) of which it computes ``fraction`` when causal, at its rate for
+    a sequence of ``rate_seq``; Q read and O written, K and V of the whole sequence read."""
+    hd, q = model.head_dim, sh.tokens / sh.batch
+    flops = 4.0 * sh.batch * sh.heads * q * sh.seq * hd
+    nbytes = (2 * sh.tokens * sh.heads * hd + 2 * sh.batch * sh.seq * sh.kv_width) * sh.size
+    return fused_attention_operator(acc, dtype, kernel, flops, nbytes, hd, rate_seq, causal,
+                                    fraction)
+
+
 def _windowed_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shape,
                    kernel: str) -> OperatorTime:
     """The fused kernel of a sliding-window block: the causal band's pairs
@@ -100,12 +109,8 @@ def _windowed_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shape
     sequence of the window's length (each query block meets about a window of keys). The unfused
     ``math`` path computes the whole masked square either way. Context parallelism splits the
     band like the sequence (no load-balance term)."""
-    hd, q = model.head_dim, sh.tokens / sh.batch
-    flops = 4.0 * sh.batch * sh.heads * q * sh.seq * hd
-    nbytes = (2 * sh.tokens * sh.heads * hd + 2 * sh.batch * sh.seq * sh.kv_width) * sh.size
     band = window_pairs(sh.seq, model.window) / (sh.seq * sh.seq)
-    return fused_attention_operator(acc, dtype, kernel, flops, nbytes, hd, float(model.window),
-                                    True, band)
+    return _fused_core(model, acc, dtype, sh, kernel, float(model.window), True, band)
 
 
 def _residual_block(model: ModelSpec, acc: AcceleratorSpec, tag: str,
@@ -137,9 +142,9 @@ def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, 
         if kernel == "math":
             raise SpecError("execution.attention", "multi-head latent attention (model.mla) is "
                             "priced with a fused kernel; math is not modelled for it")
-        result += mla_projections(model, acc, lin, sh, eager_ops)
-        result.append(mla_core(model, acc, dtype, sh, kernel, causal, balanced))
-        result += mla_output(model, acc, lin, sh)
+        result += mla_projections(model, model.mla, acc, lin, sh, eager_ops)
+        result.append(mla_core(model, model.mla, acc, dtype, sh, kernel, causal, balanced))
+        result += mla_output(model, model.mla, acc, lin, sh)
     else:
         result += _attention(model, acc, lin, sh, kernel, causal, eager_ops, balanced)
     result += _residual_block(model, acc, "1", sh)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simcluster.perf.params import mla_projection_weights, shared_ffn_hidden
 from simcluster.spec.model import ModelSpec
 
 #: Backward costs twice the forward (input gradient + weight gradient), so a training pass is 3x.
@@ -118,16 +119,11 @@ def window_share(model: ModelSpec, seq: int) -> float:
 
 def _qkv_weights(model: ModelSpec) -> float:
     """Multiply-adds per token of the Q, K and V projections: ``h x (q + 2 kv)``, or multi-head
-    latent attention's down- and up-projections (:func:`simcluster.perf.params.mla_params`'s
-    matrices less the output projection)."""
-    h, heads = model.hidden, model.heads
-    if model.mla is None:
-        return h * heads * model.head_dim + 2 * h * model.kv_heads * model.head_dim
-    a = model.mla
-    q = (a.q_lora_rank * (h + heads * model.head_dim) if a.q_lora_rank
-         else h * heads * model.head_dim)
-    nope = model.head_dim - a.rope_head_dim
-    return q + h * (a.kv_lora_rank + a.rope_head_dim) + a.kv_lora_rank * heads * (nope + a.v_head_dim)
+    latent attention's down- and up-projections (:func:`simcluster.perf.params.mla_projection_weights`)."""
+    if model.mla is not None:
+        return mla_projection_weights(model)
+    h = model.hidden
+    return h * model.heads * model.head_dim + 2 * h * model.kv_heads * model.head_dim
 
 
 def mlp_forward_flops(model: ModelSpec, tokens: int) -> float:
@@ -145,8 +141,7 @@ def mlp_forward_flops(model: ModelSpec, tokens: int) -> float:
     if moe is None:
         return float(per_width * model.ffn_hidden)
     router = 2 * tokens * model.hidden * moe.experts  # gating logits
-    shared = moe.shared_experts * (moe.shared_ffn_hidden or model.ffn_hidden)
-    sparse = per_width * (moe.top_k * model.ffn_hidden + shared) + router
+    sparse = per_width * (moe.top_k * model.ffn_hidden + shared_ffn_hidden(model)) + router
     dense = moe.dense_layers / model.layers  # leading dense blocks, averaged over the layers
     return float((1 - dense) * sparse + dense * per_width * moe.dense_ffn_hidden)
 

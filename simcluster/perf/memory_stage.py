@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from simcluster.perf.cache import memoised
 from simcluster.perf.kernels.lowp import recipe_of, saved_input_bytes
-from simcluster.perf.params import count_params
+from simcluster.perf.params import count_params, shared_ffn_hidden
 from simcluster.perf.pipeline import in_flight_chunks
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import ParallelismSpec, Scenario
@@ -274,8 +274,7 @@ def _mlp_saved(model: ModelSpec, lb: float) -> float:
     moe = model.moe
     if moe is None:
         return inner(model.ffn_hidden)
-    shared = moe.shared_experts * (moe.shared_ffn_hidden or model.ffn_hidden)
-    sparse = moe.top_k * (inner(model.ffn_hidden) + lb * model.hidden) + inner(shared)
+    sparse = moe.top_k * (inner(model.ffn_hidden) + lb * model.hidden) + inner(shared_ffn_hidden(model))
     dense = moe.dense_layers / model.layers
     return (1 - dense) * sparse + dense * inner(moe.dense_ffn_hidden)
 

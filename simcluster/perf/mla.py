@@ -27,14 +27,14 @@ from simcluster.perf.kernels.lowp import LinearFormat
 from simcluster.perf.kernels.operator import OperatorTime
 from simcluster.perf.layer_ops import Shape, linear, norm
 from simcluster.spec.hardware import AcceleratorSpec
-from simcluster.spec.model import ModelSpec
+from simcluster.spec.model import MLASpec, ModelSpec
 
 
-def mla_projections(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Shape,
-                    eager_ops: bool) -> list[OperatorTime]:
-    """Down-projections, latent norms, up-projections, rotary embedding and concatenation."""
-    a, h, hd = model.mla, model.hidden, model.head_dim
-    assert a is not None
+def mla_projections(model: ModelSpec, a: MLASpec, acc: AcceleratorSpec, lin: LinearFormat,
+                    sh: Shape, eager_ops: bool) -> list[OperatorTime]:
+    """Down-projections, latent norms, up-projections, rotary embedding and concatenation of
+    ``model``'s attention ``a`` (its ``model.mla``)."""
+    h, hd = model.hidden, model.head_dim
     heads = sh.heads
     result: list[OperatorTime] = []
     if a.q_lora_rank:
@@ -56,12 +56,10 @@ def mla_projections(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, s
     return result
 
 
-def mla_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shape, kernel: str,
-             causal: bool, balanced: bool) -> OperatorTime:
+def mla_core(model: ModelSpec, a: MLASpec, acc: AcceleratorSpec, dtype: str, sh: Shape,
+             kernel: str, causal: bool, balanced: bool) -> OperatorTime:
     """The fused attention kernel: ``2 b heads q s (head_dim + v_head_dim)`` FLOPs for ``q`` local
     queries against ``s`` keys; Q, K, V read, O written."""
-    a = model.mla
-    assert a is not None
     q = sh.tokens / sh.batch
     flops = 2.0 * sh.batch * sh.heads * q * sh.seq * (model.head_dim + a.v_head_dim)
     nbytes = (sh.tokens * sh.heads * (model.head_dim + a.v_head_dim)  # Q read, O written
@@ -70,10 +68,8 @@ def mla_core(model: ModelSpec, acc: AcceleratorSpec, dtype: str, sh: Shape, kern
                                     causal_cp_fraction(sh.cp, balanced))
 
 
-def mla_output(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat,
+def mla_output(model: ModelSpec, a: MLASpec, acc: AcceleratorSpec, lin: LinearFormat,
                sh: Shape) -> list[OperatorTime]:
     """The row-parallel output projection ``heads*v_head_dim -> h``."""
-    a = model.mla
-    assert a is not None
     return linear(acc, lin, "proj", (sh.tokens, model.hidden, sh.heads * a.v_head_dim),
                   input_fused=False)

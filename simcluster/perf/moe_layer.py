@@ -37,8 +37,9 @@ from simcluster.perf.kernels.gemm import gemm_operator
 from simcluster.perf.kernels.lowp import LinearFormat, activation_dtype
 from simcluster.perf.kernels.operator import OperatorTime
 from simcluster.perf.layer_ops import Shape, check_split, linear, scaled
+from simcluster.perf.params import shared_ffn_hidden
 from simcluster.spec.hardware import AcceleratorSpec
-from simcluster.spec.model import ModelSpec
+from simcluster.spec.model import ModelSpec, MoESpec
 
 #: Passes over the ``T x E`` fp32 router scores: the score function (softmax or sigmoid), top-k
 #: and the scatter into the routing map and probabilities (Megatron-LM ``moe_utils.py``
@@ -57,7 +58,7 @@ def ffn_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh:
     if moe is None:
         return dense_mlp(model, acc, lin, sh, tp, model.ffn_hidden, "mlp", eager_ops,
                          input_fused=True)
-    sparse = moe_operators(model, acc, lin, sh, tp, ep, eager_ops, dispatcher)
+    sparse = moe_operators(model, moe, acc, lin, sh, tp, ep, eager_ops, dispatcher)
     if not moe.dense_layers:
         return sparse
     share = moe.dense_layers / model.layers
@@ -92,11 +93,11 @@ def dense_mlp(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Sha
     return result + linear(acc, lin, f"{prefix}_down", (rows, h, f), experts)
 
 
-def moe_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Shape, tp: int,
-                  ep: int, eager_ops: bool, dispatcher: str) -> list[OperatorTime]:
-    """Router, dispatch permutations, routed experts and shared experts of one MoE block."""
-    moe = model.moe
-    assert moe is not None
+def moe_operators(model: ModelSpec, moe: MoESpec, acc: AcceleratorSpec, lin: LinearFormat,
+                  sh: Shape, tp: int, ep: int, eager_ops: bool, dispatcher: str
+                  ) -> list[OperatorTime]:
+    """Router, dispatch permutations, routed experts and shared experts of one MoE block of
+    ``model`` (``moe``: its ``model.moe``)."""
     if moe.experts % ep:
         raise SpecError("ep", f"{ep} does not divide experts={moe.experts}")
     local = moe.experts / ep
@@ -109,7 +110,7 @@ def moe_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh:
     result += permutations(model, acc, sh, routed, received, ep, local, dispatcher)
     result += dense_mlp(model, acc, lin, sh, tp, model.ffn_hidden, "mlp", eager_ops,
                         rows=received / local, experts=local)
-    shared = moe.shared_experts * (moe.shared_ffn_hidden or model.ffn_hidden)
+    shared = shared_ffn_hidden(model)
     if shared:
         result += dense_mlp(model, acc, lin, sh, tp, shared, "shared", eager_ops,
                             input_fused=True)

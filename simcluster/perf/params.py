@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simcluster.spec.model import ModelSpec
+from simcluster.errors import SpecError
+from simcluster.spec.model import MLASpec, ModelSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,18 +77,29 @@ def attention_params(m: ModelSpec) -> int:
 
 def mla_params(m: ModelSpec) -> int:
     """Multi-head latent attention (DeepSeek-V2 arXiv 2405.04434 section 2.1, the HF
-    ``modeling_deepseek.py`` projections): queries ``h x q_lora``, an RMSNorm of ``q_lora`` and
-    ``q_lora x heads*head_dim`` (or one ``h x heads*head_dim``); keys and values ``h x (kv_lora +
-    rope)`` (the latent and the shared rotary key), an RMSNorm of ``kv_lora``, ``kv_lora x
-    heads*(head_dim - rope + v_head_dim)``; output ``heads*v_head_dim x h``. No biases."""
-    a, h, heads = m.mla, m.hidden, m.heads
-    assert a is not None
-    q = (h * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * heads * m.head_dim
-         if a.q_lora_rank else h * heads * m.head_dim)
+    ``modeling_deepseek.py`` projections): the projections of :func:`mla_projection_weights`, an
+    RMSNorm of each latent (``q_lora`` where queries are compressed, ``kv_lora``) and the output
+    ``heads*v_head_dim x h``. No biases."""
+    a = _mla(m)
+    norms = a.q_lora_rank + a.kv_lora_rank
+    return mla_projection_weights(m) + norms + m.heads * a.v_head_dim * m.hidden
+
+
+def mla_projection_weights(m: ModelSpec) -> int:
+    """Multi-head latent attention's Q, K and V matrices: queries ``h x q_lora`` and ``q_lora x
+    heads*head_dim`` (or one ``h x heads*head_dim``); keys and values ``h x (kv_lora + rope)`` (the
+    latent and the shared rotary key) and ``kv_lora x heads*(head_dim - rope + v_head_dim)``."""
+    a, h, heads = _mla(m), m.hidden, m.heads
+    q = (a.q_lora_rank * (h + heads * m.head_dim) if a.q_lora_rank
+         else h * heads * m.head_dim)
     nope = m.head_dim - a.rope_head_dim
-    kv = h * (a.kv_lora_rank + a.rope_head_dim) + a.kv_lora_rank \
-        + a.kv_lora_rank * heads * (nope + a.v_head_dim)
-    return q + kv + heads * a.v_head_dim * h
+    return q + h * (a.kv_lora_rank + a.rope_head_dim) + a.kv_lora_rank * heads * (nope + a.v_head_dim)
+
+
+def _mla(m: ModelSpec) -> MLASpec:
+    if m.mla is None:
+        raise SpecError("model.mla", f"{m.name} has no multi-head latent attention to count")
+    return m.mla
 
 
 def mlp_params(m: ModelSpec, ffn_hidden: int | None = None) -> int:
