@@ -7,7 +7,8 @@ script reaches the same per-mutant verdicts with a map that costs one ``coverage
 
 1. ``--generate``: mutmut 3 writes every mutant to ``mutants/`` (its own generator; nothing runs);
 2. ``--map COVERAGE_FILE``: a ``.coverage`` data file of the suite with test-function contexts
-   (``coverage run --rcfile=RC -m pytest ...``; RC sets ``source = simcluster`` and
+   (``coverage run --rcfile=RC -m pytest -n 0 ...``: in-process, not on the two xdist workers of
+   pyproject's ``addopts``; RC sets ``source = simcluster`` and
    ``dynamic_context = test_function``) gives, per mutant, the test functions that ran a line of
    the mutated function's body;
 3. each mutant runs those tests (``pytest -x`` in ``mutants/`` with ``MUTANT_UNDER_TEST`` set,
@@ -162,7 +163,8 @@ def run_one(name: str, tests: Sequence[str], timeout_s: float, marker: str | Non
         return "no tests"
     env = {**os.environ, "CI": "true", "MUTANT_UNDER_TEST": name}
     selection = ["-m", marker] if marker else []
-    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *selection, *tests]
+    argv = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider", *selection,
+            *tests]
     try:
         done = subprocess.run(argv, cwd=MUTANTS, env=env, capture_output=True, timeout=timeout_s,
                               check=False)

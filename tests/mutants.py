@@ -247,8 +247,8 @@ def _pytest(copy: Path, args: list[str], first: str = "") -> Ran:
     editable install's path entry, which the venv's ``.pth`` file appends after it)."""
     env = {**os.environ, "PYTHONPATH": str(copy), "CI": "true", "MUTANT_FIRST": first}
     plugin = ["-p", "_mutant_order"] if (copy / "_mutant_order.py").exists() else []
-    cmd = [sys.executable, "-m", "pytest", *args, "-x", "-q", "-p", "no:cacheprovider", "-rfE",
-           *plugin]
+    cmd = [sys.executable, "-m", "pytest", *args, "-x", "-q", "-n", "0", "-p", "no:cacheprovider",
+           "-rfE", *plugin]  # -n 0: in one process, in the plugin's order
     with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(cmd, cwd=copy, env=env, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True)
