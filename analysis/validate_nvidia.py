@@ -59,7 +59,7 @@ def evaluate(case: NvidiaCase, des: bool = True) -> Evaluation:
         return Evaluation(case, problem=f"pending: {case.pending}")
     try:
         s = scenario(case)
-        run = simulate(s)
+        run = simulate(s, engine="analytical")
         tokens = s.parallelism.global_batch * s.model.seq_len / s.cluster.gpus
         analytical = tokens / run.step.iteration_time_s
         des_value = tokens / simulate(s, engine="des").step.iteration_time_s if des else None

@@ -47,7 +47,9 @@ The mapping, fixed for every row of a table (nothing fitted per row):
   Megatron-Bridge perf recipe (``grad_reduce_in_fp32 = False``), no TP overlap for NVFP4 (the
   recipes turn it off), none for Nemotron-4 340B in NeMo 24.07 (its launcher config), gradient-
   accumulation fusion off on Megatron-FSDP rows from 25.11, selective recompute for Nemotron-4
-  340B.
+  340B, and FlashAttention-2 for the releases run through NeMo-Framework-Launcher (NeMo 24.07 and
+  the H100 long-sequence table, NeMo 24.03.01), whose configuration turns cuDNN's fused attention
+  off (``LAUNCHER_RELEASES``).
 
 What the stack presets cannot say, kept as a note on the row (``NvidiaCase.notes``): the partial
 full recompute of Llama 3 8B on H100 in 25.11 (5 of 32 layers; modelled without recompute); host
@@ -273,10 +275,21 @@ def _layout(par: dict[str, Any], tp: int, pp: int, cp: int, vp: int, fsdp: bool)
     return text + (" FSDP" if fsdp else "") + f" mbs{par['micro_batch']} gbs{par['global_batch']}"
 
 
+#: Releases run through NeMo-Framework-Launcher, whose ``launcher_scripts/conf/config.yaml``
+#: (tags 24.03.01 @5c7e280a and 24.07 @8325688d) sets ``NVTE_FUSED_ATTN: 0 # Disable cudnn FA until
+#: we've tested it more`` for every job: Transformer Engine's DotProductAttention then runs its
+#: flash-attn 2 backend, not cuDNN (TE v1.4 attention.py: with fused attention off, FlashAttention
+#: is the remaining fused backend). NeMo 25.04's scripts/performance/utils.py @19fadb67 sets
+#: ``NVTE_FUSED_ATTN: 1`` and Megatron-Bridge sets neither (TE's default: cuDNN on Hopper+).
+LAUNCHER_RELEASES = ("NeMo24.03.01.framework", "NeMo24.07")
+
+
 def _execution(section: str, release: str, model: str, precision: str, fp8_recipe: str | None,
                tp: int, fsdp: bool) -> dict[str, Any]:
     """The ``megatron-core-2024`` stack refined by what the row's recipe sets (nvidia_stack_notes)."""
     ex: dict[str, Any] = {"stack": STACK}
+    if release in LAUNCHER_RELEASES:
+        ex["attention"] = "flash2"
     if fp8_recipe is not None:
         ex["fp8_recipe"] = fp8_recipe
     if section == MEGATRON_BRIDGE:

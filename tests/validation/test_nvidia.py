@@ -24,12 +24,6 @@ BOUNDS = {nvidia.SUBSET_H100: 0.10, nvidia.SUBSET_BLACKWELL: 0.12, nvidia.SUBSET
           nvidia.SUBSET_MOE: 0.15}
 #: Subsets whose median is still above the bound, and why (docs/validation.md).
 NOT_YET = {
-    nvidia.SUBSET_LONG: (
-        "the H100 long-sequence rows (NeMo's Llama 2 7B table, 4k to 1M tokens with context "
-        "parallelism) run 19% to 65% faster than measured, the error growing with the sequence "
-        "(the B200 rows of the same table are within 12%). Not cuDNN's rate at long sequences: "
-        "measured on an H100 (test_gpu_measured.py) it holds its 16k rate to 64k tokens. Open: "
-        "which attention backend that NeMo release ran; docs/validation.md"),
     nvidia.SUBSET_MOE: (
         "the Qwen3 rows (30B-A3B on 8 Blackwell GPUs and 16 H100, 235B-A22B on 64-256 B200/B300) "
         "and DeepSeek-V3 rows (256 B200/B300) are at 20.1% median (Qwen3 alone 17.0%): the same "
