@@ -156,6 +156,9 @@ class AcceleratorSpec:
     power_limit_W, static_power_W : float
         Board power limit (None: ``tdp_W``) and the power that does not scale with the SM clock:
         a limit below the TDP slows compute-bound kernels (:mod:`simcluster.perf.kernels.clock`).
+    levels_power_W : float or None
+        Board power at which the compute levels were measured (None: ``tdp_W``); a part whose
+        levels are borrowed from another part runs its own limit's clock relative to it.
     sms : int
         Streaming multiprocessors; the share a collective's kernel takes from compute running
         beside it is ``execution.comm_sms / sms`` (0: unknown, no contention).
@@ -198,6 +201,11 @@ class AcceleratorSpec:
         144.0, unit="W", ge=0, doc="power that does not scale with the SM clock (leakage, HBM, "
         "board); default: the A100 SXM's, fitted on the Perseus locked-clock profiles "
         "(analysis/fit_static_power.py)")
+    levels_power_W: float | None = spec_field(
+        None, unit="W", gt=0, doc="board power at which the part's compute levels "
+        "(matmul_efficiency, the tile fits) hold; null: tdp_W. A part that borrows another "
+        "part's levels names that part's TDP, and its own power limit moves the SM clock from "
+        "there by the cubic power law (perf/kernels/clock.py)")
     price: AcceleratorPriceSpec | None = spec_field(None)
 
     def __post_init__(self) -> None:
@@ -210,6 +218,9 @@ class AcceleratorSpec:
         if limit is not None and self.tdp_W and limit > self.tdp_W:
             raise SpecError("power_limit_W", f"{limit:g} W is above tdp_W {self.tdp_W:g} W: the "
                             "catalog's rates are measured at the TDP, a higher limit is not modelled")
+        if self.levels_power_W is not None and self.levels_power_W <= self.static_power_W:
+            raise SpecError("levels_power_W", f"{self.levels_power_W:g} W is at or below "
+                            f"static_power_W {self.static_power_W:g} W: no power left for the SMs")
         for key, tiles in (("gemm_tiles", self.gemm_tiles), ("fp8_gemm_tiles", self.fp8_gemm_tiles),
                            ("fp4_gemm_tiles", self.fp4_gemm_tiles)):
             if self.sms and tiles is not None and tiles.sms != self.sms:

@@ -111,3 +111,43 @@ def test_perseus_a100_pcie_power_limit_sweep(model: str) -> None:
     for watts, measured in zip((275.0, 250.0, 225.0, 200.0, 175.0), PERSEUS_A100_PCIE[model],
                                strict=True):
         assert clock_fraction(_capped(A100_PCIE, watts)) == pytest.approx(measured, rel=0.07)
+
+
+# ------------------------------------------------------- levels borrowed from another part's power
+
+B200, B300, GB200, GB300 = (schema.parse(AcceleratorSpec, catalog.entry("accelerators", n))
+                            for n in ("b200", "b300", "gb200", "gb300"))
+
+
+def test_blackwell_ultra_runs_its_borrowed_levels_at_its_own_power_oracle() -> None:
+    """B300 takes the B200's levels, measured at 1000 W: at its 1100 W,
+    ((1100 - 144) / (1000 - 144))^(1/3) = 1.03751; GB300 on GB200's 1200 W levels at 1400 W,
+    ((1400 - 144) / (1200 - 144))^(1/3) = 1.05952. The GEMM rate follows; bandwidth does not."""
+    assert clock_fraction(B300) == pytest.approx((956 / 856) ** (1 / 3), rel=1e-12)
+    assert clock_fraction(B300) == pytest.approx(1.03751, abs=1e-5)
+    assert clock_fraction(GB300) == pytest.approx(1.05952, abs=1e-5)
+    assert clock_fraction(B200) == clock_fraction(GB200) == 1.0
+    shape = (8192, 8192, 8192)
+    assert gemm.achievable_matmul_flops_per_s(GB300, "fp8", *shape) == pytest.approx(
+        1.05952 * gemm.achievable_matmul_flops_per_s(GB200, "fp8", *shape), rel=1e-5)
+    capped = _capped(B300, 1000.0)  # at the B200's power the B200's levels hold exactly
+    assert clock_fraction(capped) == 1.0
+
+
+def test_levels_power_at_or_below_static_power_is_refused() -> None:
+    entry = dict(catalog.entry("accelerators", "b300"), levels_power_W=100)
+    with pytest.raises(SpecError) as err:
+        schema.parse(AcceleratorSpec, entry)
+    assert err.value.key == "levels_power_W"
+    assert "static_power_W 144" in err.value.message
+
+
+@given(st.floats(200.0, 1400.0), st.floats(200.0, 1400.0), st.floats(200.0, 1400.0))
+def test_the_clock_is_one_at_the_levels_power_and_rises_with_the_limit(
+        ref: float, low: float, high: float) -> None:
+    """Property: the fraction is 1 where the limit equals the levels' power, and never falls
+    when the limit rises (any reference power above the static power)."""
+    low, high = sorted((low, high))
+    part = dataclasses.replace(GB300, tdp_W=1400.0, levels_power_W=ref)
+    assert clock_fraction(_capped(part, ref)) == pytest.approx(1.0, rel=1e-12)
+    assert clock_fraction(_capped(part, low)) <= clock_fraction(_capped(part, high)) + 1e-12

@@ -15,6 +15,15 @@ part, which does not change with the clock (leakage, HBM, fans and board), plus 
 and compute-bound kernels (GEMMs, attention) run that much slower; memory-bound kernels keep
 their speed (the HBM clock does not follow the SM clock).
 
+A part without a GEMM sweep of its own borrows another part's levels (Blackwell Ultra: B300 takes
+the B200's, GB300 the GB200's, docs/catalog.md). Those levels hold at the other part's power
+(``accelerator.levels_power_W``: the B200's 1000 W, the GB200's 1200 W, where both sweeps ran
+power-limited), so the same law, with ``f_tdp`` the clock at that power, gives the borrowing part's
+clock at its own limit: B300 at 1100 W 1.037x, GB300 at 1400 W 1.060x. This assumes the part
+draws what the reference draws per clock at the same voltage; Blackwell Ultra's extra NVFP4 units
+idle in BF16/FP8 GEMMs, its taller HBM stacks add static power the A100-fitted share does not
+know of, so the gain is an upper estimate.
+
 ``P_static`` (``accelerator.static_power_W``) comes from the Perseus artifact's A100 SXM training
 profile (ml-energy/zeus@38cb3f90 ``sosp24_data/emulation/stage_profile``: GPT-3 175B and BLOOM
 pipeline stages, forward and backward, at 38 locked clocks from 1410 to 855 MHz): the cubic law
@@ -36,13 +45,19 @@ def power_limit_W(acc: AcceleratorSpec) -> float:
     return acc.power_limit_W if acc.power_limit_W is not None else acc.tdp_W
 
 
+def levels_power_W(acc: AcceleratorSpec) -> float:
+    """The board power at which the part's compute levels hold: ``levels_power_W``, else the TDP."""
+    return acc.levels_power_W if acc.levels_power_W is not None else acc.tdp_W
+
+
 def clock_fraction(acc: AcceleratorSpec) -> float:
-    """SM clock under the power limit over the clock at the TDP (1 at the TDP or without one)."""
-    limit, tdp, static = power_limit_W(acc), acc.tdp_W, acc.static_power_W
-    if tdp <= 0 or limit >= tdp:
+    """SM clock under the power limit over the clock at which the levels were measured (1 there,
+    or without a TDP); above 1 where a part with a higher limit borrows another part's levels."""
+    limit, ref, static = power_limit_W(acc), levels_power_W(acc), acc.static_power_W
+    if acc.tdp_W <= 0 or ref <= 0 or limit == ref:
         return 1.0
     if limit <= static:
         raise SpecError("accelerator.power_limit_W",
                         f"{limit:g} W is at or below the part's static power {static:g} W "
                         "(accelerator.static_power_W): the GPU cannot run its kernels")
-    return float(((limit - static) / (tdp - static)) ** (1.0 / 3.0))
+    return float(((limit - static) / (ref - static)) ** (1.0 / 3.0))
