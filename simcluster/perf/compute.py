@@ -263,23 +263,24 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     recompute_s = {"none": 0.0,
                    "selective": sum(o.time_s for o in operators if o.name in core),
                    "full": sum(o.time_s for o in operators)}[recompute]
-    recomputed = {"none": 0, "selective": sum(1 for o in operators if o.name in core),
-                  "full": len(operators)}[recompute]
+    recomputed = {"none": 0.0, "selective": sum(o.launches for o in operators if o.name in core),
+                  "full": sum(o.launches for o in operators)}[recompute]
     return host_bound(_times(operators, recompute_s), host_op_s, recomputed)
 
 
-def host_bound(layer: LayerTimes, host_op_s: float, recomputed: int = 0) -> LayerTimes:
+def host_bound(layer: LayerTimes, host_op_s: float, recomputed: float = 0) -> LayerTimes:
     """``layer`` with each pass at least as long as the host takes to issue it.
 
     The host (Python, the framework, the PyTorch dispatcher, the launch) issues every kernel; when
     the GPU runs them faster than that, the GPU waits and the pass takes the host's time. A pass
-    issues one call per operator forward (and per recomputed operator), two backward (dgrad and
-    wgrad for a GEMM; an element-wise backward reads the saved input and the gradient), and one
-    per ``recomputed`` operator inside the backward.
+    issues each operator's calls forward (its ``launches``: one, or one per local expert for a
+    grouped expert GEMM; and those of the recomputed operators), twice as many backward (dgrad and
+    wgrad for a GEMM; an element-wise backward reads the saved input and the gradient), and the
+    ``recomputed`` operators' calls inside the backward.
     """
     if host_op_s <= 0.0:
         return layer
-    n = len(layer.operators)
+    n = sum(o.launches for o in layer.operators)
     return dataclasses.replace(layer, forward_s=max(layer.forward_s, n * host_op_s),
                                backward_s=max(layer.backward_s, 2 * n * host_op_s),
                                recompute_s=max(layer.recompute_s, recomputed * host_op_s))

@@ -82,7 +82,7 @@ def scaled(op: OperatorTime, weight: float) -> OperatorTime:
     """``op`` counted ``weight`` times (a block kind's share of the layers)."""
     return dataclasses.replace(op, flops=op.flops * weight, bytes=op.bytes * weight,
                                time_s=op.time_s * weight, backward_s=op.backward_s * weight,
-                               wgrad_s=op.wgrad_s * weight)
+                               wgrad_s=op.wgrad_s * weight, launches=op.launches * weight)
 
 
 def blend(a: OperatorTime, b: OperatorTime, share: float) -> OperatorTime:
@@ -91,5 +91,5 @@ def blend(a: OperatorTime, b: OperatorTime, share: float) -> OperatorTime:
     x, y = scaled(a, 1.0 - share), scaled(b, share)
     return dataclasses.replace(x, flops=x.flops + y.flops, bytes=x.bytes + y.bytes,
                                time_s=x.time_s + y.time_s, backward_s=x.backward_s + y.backward_s,
-                               wgrad_s=x.wgrad_s + y.wgrad_s)
+                               wgrad_s=x.wgrad_s + y.wgrad_s, launches=x.launches + y.launches)
 

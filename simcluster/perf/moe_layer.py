@@ -78,10 +78,10 @@ def dense_mlp(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Sha
     h, f = model.hidden, width / tp
     rows = sh.tokens if rows is None else rows
     names = ("gate", "up") if model.ffn_act == "swiglu" else ("up",)
-    result = []
+    result: list[OperatorTime] = []
     for name in names:  # a norm writes the input's copies; tokens permuted to experts do not
-        result += linear(acc, lin, f"{prefix}_{name}", (rows, f, h), experts,
-                         input_fused=input_fused, grad_fused=True)
+        result += _grouped(linear(acc, lin, f"{prefix}_{name}", (rows, f, h), experts,
+                                  input_fused=input_fused, grad_fused=True), experts)
     inner = experts * rows * f
     act_name = "activation" if prefix == "mlp" else f"{prefix}_activation"
     if eager_ops and model.ffn_act == "swiglu":
@@ -90,7 +90,16 @@ def dense_mlp(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Sha
     else:
         act_bytes = (3 if model.ffn_act == "swiglu" else 2) * inner * sh.size  # swiglu: 2 inputs
         result.append(memory_operator(acc, act_name, act_bytes))
-    return result + linear(acc, lin, f"{prefix}_down", (rows, h, f), experts)
+    return result + _grouped(linear(acc, lin, f"{prefix}_down", (rows, h, f), experts), experts)
+
+
+def _grouped(ops: list[OperatorTime], experts: float) -> list[OperatorTime]:
+    """A grouped GEMM's operators with one host-issued GEMM per local expert (Transformer
+    Engine's ``GroupedLinear``: ``general_grouped_gemm`` calls cuBLAS once per expert,
+    transformer_engine/pytorch/cpp_extensions/gemm.py @v2.8); its casts stay one call each."""
+    if experts <= 1:
+        return ops
+    return [dataclasses.replace(o, launches=experts) if o.kind == "gemm" else o for o in ops]
 
 
 def moe_operators(model: ModelSpec, moe: MoESpec, acc: AcceleratorSpec, lin: LinearFormat,

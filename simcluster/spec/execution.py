@@ -129,8 +129,9 @@ class ExecutionSpec:
         "contention at all. docs/des.md")
     host_op_s: float = spec_field(
         0.0, unit="us", ge=0, le=10_000, doc="host time per modelled layer operator and pass "
-        "(Python, dispatch, launch of its kernels): a layer pass takes at least its operators "
-        "times this (the CPU cannot feed the GPU faster); 0: GPU-bound. docs/stacks.md")
+        "(Python, dispatch, launch of its kernels; a grouped expert GEMM counts one call per "
+        "local expert): a layer pass takes at least its calls times this (the CPU cannot feed "
+        "the GPU faster); 0: GPU-bound, or the whole iteration in a CUDA graph. docs/stacks.md")
     moe_dispatcher: str = spec_field(
         "alltoall", choices=MOE_DISPATCHERS, doc="MoE token dispatcher (Megatron-Core "
         "--moe-token-dispatcher-type): alltoall (each token's top_k copies sent to the experts' "

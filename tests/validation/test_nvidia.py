@@ -24,16 +24,7 @@ CASES, UNEXPRESSIBLE = nvidia.mapped_rows()
 BOUNDS = {nvidia.SUBSET_H100: 0.10, nvidia.SUBSET_BLACKWELL: 0.12, nvidia.SUBSET_LONG: 0.12,
           nvidia.SUBSET_MOE: 0.15}
 #: Subsets whose median is still above the bound, and why (docs/validation.md).
-NOT_YET = {
-    nvidia.SUBSET_MOE: (
-        "the Qwen3 rows (30B-A3B on 8 Blackwell GPUs and 16 H100, 235B-A22B on 64-256 B200/B300) "
-        "and DeepSeek-V3 rows (256 B200/B300) are at 22.6% median (Qwen3 alone 17.0%): the same "
-        "layout ran 56% faster from release 26.04 to 26.06 "
-        "(dispatcher, CUDA-graph scopes and all-to-all overlap the model does not separate by "
-        "release), and micro-batch-1 rows run up to 3x slower per token than larger micro-batches "
-        "(a host-bound MoE layer: no visible source calibrates Megatron-Core's host time); "
-        "docs/validation.md"),
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _subset(name: str) -> list[nvidia.NvidiaCase]:
@@ -90,3 +81,15 @@ def test_mpt_amp_fp8_within_the_issue_bound(engine: str) -> None:
     sub = mpt.FP8_SUBSET
     median, _ = mpt.summary(mpt.error(r, engine) for r in sub.rows)
     assert median <= sub.median_bound, f"{sub.name} [{engine}]: median |error| {median:.1%}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["analytical", "des"])
+def test_moe_rows_the_host_time_fit_did_not_see(engine: str) -> None:
+    """``megatron-core-2024``'s ``host_op_us`` (42 us per kernel call) was fitted on the EVEN rows
+    of the MoE subset (analysis/calibrate_megatron_host.py); the ODD rows, held out, meet the
+    issue's 15% on their own (13.0%), and without the host time they do not (23.2%)."""
+    held = _subset(nvidia.SUBSET_MOE)[1::2]
+    median, _ = nvidia.summary(nvidia.error(c, engine) for c in held)
+    assert median <= BOUNDS[nvidia.SUBSET_MOE], f"held-out MoE rows [{engine}]: {median:.1%}"
+

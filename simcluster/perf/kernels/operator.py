@@ -39,6 +39,11 @@ class OperatorTime:
         Backward time (input gradient plus weight gradient).
     wgrad_s : float
         The weight-gradient part of ``backward_s`` (zero for attention and element-wise ops).
+    launches : float
+        Kernel calls the host issues for the forward (its backward issues twice as many): 1, or
+        one per local expert for a grouped expert GEMM (Transformer Engine's ``GroupedLinear``
+        runs ``general_grouped_gemm``, one cuBLAS GEMM per expert); a mean over block kinds
+        where the blocks differ (:func:`~simcluster.perf.layer_ops.scaled`).
     """
 
     name: str
@@ -48,6 +53,7 @@ class OperatorTime:
     time_s: float
     backward_s: float
     wgrad_s: float
+    launches: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
