@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from _guard import guarded
+from _split_fit import fit_even_report_odd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -36,13 +37,7 @@ def median_abs(rows: list[vtrain.VTrainRow], host_us: float) -> float:
 def main(argv: list[str]) -> int:
     """Fit on the even rows, report the odd rows."""
     del argv
-    rows = vtrain.load_rows()
-    fit, held = rows[0::2], rows[1::2]
-    best = min(GRID_US, key=lambda us: (median_abs(fit, us), us))
-    print(f"host_op_us = {best} (fitted on {len(fit)} even rows: median |error| "
-          f"{median_abs(fit, best):.1%}; 0 us: {median_abs(fit, 0):.1%})")
-    print(f"held-out odd rows ({len(held)}): median |error| {median_abs(held, best):.1%} "
-          f"(0 us: {median_abs(held, 0):.1%})")
+    fit_even_report_odd(vtrain.load_rows(), median_abs, GRID_US)
     return 0
 
 

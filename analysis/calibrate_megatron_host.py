@@ -9,7 +9,7 @@ rows run 2.5-3x slower per token than micro-batch 4 on the same GPUs (docs/valid
 host time per call. One parameter is fitted, the host time per call, on the EVEN rows of the MoE
 subset (``tests/validation/nvidia.py``, in mapping order; minimising the analytical engine's median
 |error| over a 1 us grid from 0 to 100 us); the ODD rows are held out and their median |error|
-reported. Rows whose preset graphs the whole iteration keep 0 (``nvidia.FULL_ITERATION_GRAPHS``).
+reported. Rows whose preset graphs the whole iteration keep 0 (``nvidia_recipes.FULL_ITERATION_GRAPHS``).
 The value goes into the stack (simcluster/catalog/stacks.yaml). The dense subsets are reported at
 the fitted value as a check: their kernels are long enough that the host never sets the pace.
 
@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 from _guard import guarded
+from _split_fit import fit_even_report_odd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -55,12 +56,7 @@ def main(argv: list[str]) -> int:
     del argv
     cases, _ = nvidia.mapped_rows()
     moe = [c for c in cases if c.subset == nvidia.SUBSET_MOE]
-    fit, held = moe[0::2], moe[1::2]
-    best = min(GRID_US, key=lambda us: (median_abs(fit, us), us))
-    print(f"host_op_us = {best} (fitted on {len(fit)} even MoE rows: median |error| "
-          f"{median_abs(fit, best):.1%}; 0 us: {median_abs(fit, 0):.1%})")
-    print(f"held-out odd MoE rows ({len(held)}): median |error| {median_abs(held, best):.1%} "
-          f"(0 us: {median_abs(held, 0):.1%})")
+    best = fit_even_report_odd(moe, median_abs, GRID_US, "MoE ")
     for name in (nvidia.SUBSET_H100, nvidia.SUBSET_BLACKWELL, nvidia.SUBSET_LONG):
         rows = [c for c in cases if c.subset == name]
         print(f"{name} ({len(rows)} rows): median |error| {median_abs(rows, best):.1%} "

@@ -192,6 +192,14 @@ def _stop(pool: ProcessPoolExecutor, flying: dict[Future[list[Row]], Chunk]) -> 
     processes: dict[int, Any] = getattr(pool, "_processes", None) or {}
     for process in list(processes.values()):
         process.terminate()
+    # A worker terminated while it wrote a chunk's rows leaves half a message in the result pipe;
+    # the pool's manager thread, reading it, would wait for the rest for ever, and the interpreter
+    # joins that thread before it exits (a SIGINTed `sweep -j 2` hung so). The parent holds a
+    # write end of that pipe too: closed, the read ends in EOF once the workers are gone, the
+    # thread marks the pool broken and returns.
+    writer = getattr(getattr(pool, "_result_queue", None), "_writer", None)
+    if writer is not None:
+        writer.close()
     pool.shutdown(wait=False, cancel_futures=True)
 
 

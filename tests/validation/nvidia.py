@@ -43,13 +43,14 @@ The mapping, fixed for every row of a table (nothing fitted per row):
   and the long-sequence tables are Transformer Engine delayed scaling.
 - stack: ``megatron-core-2024`` (Transformer Engine, cuDNN fused attention, distributed optimizer
   with overlapped gradient reduce-scatter and parameter all-gather, userbuffers TP overlap) refined
-  per row by what the recipes set (:func:`_execution`): gradients reduced in bf16 in every
+  per row by what the recipes set (``nvidia_recipes.execution_of``): gradients reduced in bf16 in every
   Megatron-Bridge perf recipe (``grad_reduce_in_fp32 = False``), no TP overlap for NVFP4 (the
   recipes turn it off), none for Nemotron-4 340B in NeMo 24.07 (its launcher config), gradient-
   accumulation fusion off on Megatron-FSDP rows from 25.11, selective recompute for Nemotron-4
   340B, and FlashAttention-2 for the releases run through NeMo-Framework-Launcher (NeMo 24.07 and
   the H100 long-sequence table, NeMo 24.03.01), whose configuration turns cuDNN's fused attention
-  off (``LAUNCHER_RELEASES``).
+  off (``LAUNCHER_RELEASES``), and no host time for the presets that capture the whole iteration
+  in one CUDA graph (``FULL_ITERATION_GRAPHS``); both in ``nvidia_recipes.py``.
 
 What the stack presets cannot say, kept as a note on the row (``NvidiaCase.notes``): the partial
 full recompute of Llama 3 8B on H100 in 25.11 (5 of 32 layers; modelled without recompute); host
@@ -83,13 +84,16 @@ from simcluster import catalog
 from simcluster.errors import SpecError
 from simcluster.run.single import simulate
 from simcluster.spec import Scenario, load_scenario
+from tests.validation.nvidia_recipes import (
+    LONG_SEQUENCE,
+    MEGATRON_BRIDGE,
+    NEMO_2407,
+    execution_of,
+    notes_of,
+)
 
 DATA = Path(__file__).resolve().parent / "data" / "nvidia_perf_summaries.yaml"
-MEGATRON_BRIDGE = "megatron_bridge_perf_summary"
-NEMO_2407 = "nemo_2407_perf_summary"
-LONG_SEQUENCE = "nemo_long_sequence_cp"
 SECTIONS = (MEGATRON_BRIDGE, NEMO_2407, LONG_SEQUENCE)
-STACK = "megatron-core-2024"
 
 SUBSET_H100 = "dense FP8, H100"
 SUBSET_BLACKWELL = "dense FP8/MXFP8/NVFP4, Blackwell"
@@ -275,65 +279,6 @@ def _layout(par: dict[str, Any], tp: int, pp: int, cp: int, vp: int, fsdp: bool)
     return text + (" FSDP" if fsdp else "") + f" mbs{par['micro_batch']} gbs{par['global_batch']}"
 
 
-#: Releases run through NeMo-Framework-Launcher, whose ``launcher_scripts/conf/config.yaml``
-#: (tags 24.03.01 @5c7e280a and 24.07 @8325688d) sets ``NVTE_FUSED_ATTN: 0 # Disable cudnn FA until
-#: we've tested it more`` for every job: Transformer Engine's DotProductAttention then runs its
-#: flash-attn 2 backend, not cuDNN (TE v1.4 attention.py: with fused attention off, FlashAttention
-#: is the remaining fused backend). NeMo 25.04's scripts/performance/utils.py @19fadb67 sets
-#: ``NVTE_FUSED_ATTN: 1`` and Megatron-Bridge sets neither (TE's default: cuDNN on Hopper+).
-LAUNCHER_RELEASES = ("NeMo24.03.01.framework", "NeMo24.07")
-#: (model, release) whose MXFP8 preset captures the whole iteration in one CUDA graph, so the host
-#: issues no kernel during the step: Qwen3-30B-A3B at 26.06 and 26.06.01 (Megatron-Bridge v0.5.0
-#: and v0.5.1 ``qwen3_workload_base_configs.py``: ``cuda_graph_impl="full_iteration"`` on B300,
-#: GB200 and GB300; nvidia_stack_notes.md, "What the MoE recipes set"). Every other row runs the
-#: stack's host time per kernel call (its router and preprocessing graphs are a few of them).
-FULL_ITERATION_GRAPHS = {("qwen3-30b-a3b", "26.06"), ("qwen3-30b-a3b", "26.06.01")}
-
-
-def _execution(section: str, release: str, model: str, precision: str, fp8_recipe: str | None,
-               tp: int, fsdp: bool) -> dict[str, Any]:
-    """The ``megatron-core-2024`` stack refined by what the row's recipe sets (nvidia_stack_notes)."""
-    ex: dict[str, Any] = {"stack": STACK}
-    if release in LAUNCHER_RELEASES:
-        ex["attention"] = "flash2"
-    if (model, release) in FULL_ITERATION_GRAPHS and precision == "mxfp8":
-        ex["host_op_us"] = 0.0
-    if fp8_recipe is not None:
-        ex["fp8_recipe"] = fp8_recipe
-    if section == MEGATRON_BRIDGE:
-        ex["fp32_grad_buffer"] = False  # perf recipes: ddp.grad_reduce_in_fp32 = False
-        if precision == "nvfp4" and tp > 1:
-            ex["tp_comm_overlap"] = "none"  # llama3_llm_pretrain.py: off for nvfp4
-        if fsdp:
-            ex["zero3_prefetch"] = True  # Megatron-FSDP overlaps its gathers with compute
-            if release != "25.09":
-                ex["grad_accumulation_fusion"] = False  # "Disabled to avoid functional errors"
-    if section == NEMO_2407 and model == "nemotron-4-340b":
-        ex["tp_comm_overlap"] = "none"  # launcher nemotron_340b.yaml: ub_tp_comm_overlap False
-    return ex
-
-
-def _notes(section: str, row: dict[str, Any], release: str, system: str, model: str,
-           fsdp: bool) -> list[str]:
-    notes: list[str] = []
-    if section == MEGATRON_BRIDGE and release == "25.11" and system == "DGX-H100" \
-            and model == "llama-3-8b":
-        notes.append("recipe recomputes 5 of 32 layers (full, block); modelled without recompute")
-    if fsdp and system != "DGX-H100":
-        notes.append("Megatron-FSDP preset offloads activations of 5-95 layers to the host "
-                     "(cpu_offloading_num_layers): not modelled")
-    if fsdp:
-        notes.append("FSDP column > 0: Megatron-FSDP optim_grads_params as ZeRO-3")
-    if section == LONG_SEQUENCE:
-        notes.append("micro-batch and recompute not printed: 1 and none assumed")
-        if "inconsistent" in str(row.get("confidence", "")):
-            notes.append(f"#GPUs printed {row['hardware']['num_gpus']} = 4 x TP x PP x DP x CP: "
-                         "#GPUs taken as TP x PP x DP x CP (module docstring)")
-    if section == NEMO_2407 and model == "gpt3-175b":
-        notes.append("gpt3-175b preset vocab 51200 (SC'21) vs NeMo's padded GPT-2 BPE 50688")
-    return notes
-
-
 def _mbs(row: dict[str, Any]) -> int:
     """Micro-batch size, with the one printed value that contradicts its own row corrected."""
     if row["id"] == "mbps_25_09_pretrain_llama3_70b_dgx_gb200_64_fp8_alt":
@@ -383,7 +328,7 @@ def _case(section: str, row: dict[str, Any], topologies: set[str]) -> NvidiaCase
         "name": row["id"], "model": {"preset": model, "name": model, "seq_len": seq,
                                      **({"mtp_layers": 0} if "w/o MTP" in name else {})},
         "precision": precision,
-        "execution": _execution(section, release, model, precision, fp8_recipe, tp, fsdp),
+        "execution": execution_of(section, release, model, precision, fp8_recipe, tp, fsdp),
         "cluster": {"topology": topology, "nodes": nodes}, "parallelism": parallelism}
     if section == LONG_SEQUENCE:
         measured = row["measured"]["tflops_per_gpu"] * 1e12 / nemo_flops_per_token(model, seq)
@@ -400,7 +345,7 @@ def _case(section: str, row: dict[str, Any], topologies: set[str]) -> NvidiaCase
         precision=precision, fp8_recipe=fp8_recipe,
         layout=_layout(parallelism, tp, pp, cp, vp, fsdp), scenario=scenario,
         tokens_per_s_per_gpu=measured, derived=section == LONG_SEQUENCE, pending=pending,
-        notes=tuple(_notes(section, row, release, system, model, fsdp)))
+        notes=tuple(notes_of(section, row, release, system, model, fsdp)))
 
 
 def mapped_rows(path: Path = DATA) -> tuple[list[NvidiaCase], list[Unexpressible]]:

@@ -93,3 +93,21 @@ def test_moe_rows_the_host_time_fit_did_not_see(engine: str) -> None:
     median, _ = nvidia.summary(nvidia.error(c, engine) for c in held)
     assert median <= BOUNDS[nvidia.SUBSET_MOE], f"held-out MoE rows [{engine}]: {median:.1%}"
 
+
+
+@pytest.mark.slow
+def test_the_stacks_host_time_is_the_even_rows_fit() -> None:
+    """``megatron-core-2024``'s ``host_op_us`` is what analysis/calibrate_megatron_host.py fits:
+    the grid value with the smallest median |error| on the even MoE rows (ties: the smallest)."""
+    import sys
+    from pathlib import Path
+
+    from simcluster.spec import load_scenario
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
+    import calibrate_megatron_host as calibration
+
+    even = _subset(nvidia.SUBSET_MOE)[0::2]
+    best = min(calibration.GRID_US, key=lambda us: (calibration.median_abs(even, us), us))
+    stack = load_scenario("scenarios/default.yaml", ["execution=megatron-core-2024"])
+    assert stack.execution.host_op_s == pytest.approx(best * 1e-6)
