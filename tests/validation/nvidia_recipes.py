@@ -21,9 +21,12 @@ LAUNCHER_RELEASES = ("NeMo24.03.01.framework", "NeMo24.07")
 #: (model, release) whose MXFP8 preset captures the whole iteration in one CUDA graph, so the host
 #: issues no kernel during the step: Qwen3-30B-A3B at 26.06 and 26.06.01 (Megatron-Bridge v0.5.0
 #: and v0.5.1 ``qwen3_workload_base_configs.py``: ``cuda_graph_impl="full_iteration"`` on B300,
-#: GB200 and GB300; nvidia_stack_notes.md, "What the MoE recipes set"). Every other row runs the
-#: stack's host time per kernel call (its router and preprocessing graphs are a few of them).
-FULL_ITERATION_GRAPHS = {("qwen3-30b-a3b", "26.06"), ("qwen3-30b-a3b", "26.06.01")}
+#: GB200 and GB300) and 26.08 (v0.6.0 ``src/megatron/bridge/perf_recipes/qwen/{gb200,gb300}/
+#: qwen3_moe.py``: ``_enable_hybridep_full_iteration_mxfp8``); nvidia_stack_notes.md, "What the MoE
+#: recipes set". Every other row runs the stack's host time per kernel call (its router and
+#: preprocessing graphs are a few of them).
+FULL_ITERATION_GRAPHS = {("qwen3-30b-a3b", "26.06"), ("qwen3-30b-a3b", "26.06.01"),
+                         ("qwen3-30b-a3b", "26.08")}
 
 
 def execution_of(section: str, release: str, model: str, precision: str, fp8_recipe: str | None,
