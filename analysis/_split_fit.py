@@ -9,12 +9,18 @@ from typing import TypeVar
 Row = TypeVar("Row")
 
 
+def best_on_even(rows: Sequence[Row], median_abs: Callable[[list[Row], float], float],
+                 grid: Iterable[int]) -> int:
+    """The grid value minimising ``median_abs`` on the even rows (the smallest of ties)."""
+    fit = list(rows[0::2])
+    return min(grid, key=lambda us: (median_abs(fit, us), us))
+
+
 def fit_even_report_odd(rows: Sequence[Row], median_abs: Callable[[list[Row], float], float],
                         grid: Iterable[int], what: str = "") -> int:
-    """The grid value minimising ``median_abs`` on the even rows (the smallest of ties); prints it
-    with both halves' median |error| at it and at 0, and returns it."""
+    """:func:`best_on_even`, printed with both halves' median |error| at it and at 0."""
     fit, held = list(rows[0::2]), list(rows[1::2])
-    best = min(grid, key=lambda us: (median_abs(fit, us), us))
+    best = best_on_even(rows, median_abs, grid)
     print(f"host_op_us = {best} (fitted on {len(fit)} even {what}rows: median |error| "
           f"{median_abs(fit, best):.1%}; 0 us: {median_abs(fit, 0):.1%})")
     print(f"held-out odd {what}rows ({len(held)}): median |error| {median_abs(held, best):.1%} "

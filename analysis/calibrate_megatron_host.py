@@ -28,7 +28,6 @@ from _split_fit import fit_even_report_odd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from simcluster.run.single import simulate
 from simcluster.spec import load_scenario
 from tests.validation import nvidia
 
@@ -40,10 +39,7 @@ def error(case: nvidia.NvidiaCase, host_us: float) -> float:
     row's own mapping sets the host time)."""
     raw = copy.deepcopy(case.scenario)
     raw["execution"].setdefault("host_op_us", host_us)
-    s = load_scenario(raw)
-    step = simulate(s, engine="analytical").step
-    tokens = s.parallelism.global_batch * s.model.seq_len / step.iteration_time_s / s.cluster.gpus
-    return tokens / case.tokens_per_s_per_gpu - 1.0
+    return nvidia.tokens_per_gpu(load_scenario(raw)) / case.tokens_per_s_per_gpu - 1.0
 
 
 def median_abs(cases: list[nvidia.NvidiaCase], host_us: float) -> float:

@@ -78,18 +78,17 @@ def norm(model: ModelSpec, acc: AcceleratorSpec, name: str, elements: float, siz
     return memory_operator(acc, name, 2 * elements * size)
 
 
+#: The :class:`OperatorTime` fields that add up over blocks (all but its name and kind).
+_ADDITIVE = ("flops", "bytes", "time_s", "backward_s", "wgrad_s", "launches")
+
+
 def scaled(op: OperatorTime, weight: float) -> OperatorTime:
     """``op`` counted ``weight`` times (a block kind's share of the layers)."""
-    return dataclasses.replace(op, flops=op.flops * weight, bytes=op.bytes * weight,
-                               time_s=op.time_s * weight, backward_s=op.backward_s * weight,
-                               wgrad_s=op.wgrad_s * weight, launches=op.launches * weight)
+    return dataclasses.replace(op, **{f: getattr(op, f) * weight for f in _ADDITIVE})
 
 
 def blend(a: OperatorTime, b: OperatorTime, share: float) -> OperatorTime:
     """One operator that is ``b`` in ``share`` of the blocks and ``a`` in the rest (its name and
     kind are ``a``'s): the mean over the blocks of a model whose blocks differ in that operator."""
     x, y = scaled(a, 1.0 - share), scaled(b, share)
-    return dataclasses.replace(x, flops=x.flops + y.flops, bytes=x.bytes + y.bytes,
-                               time_s=x.time_s + y.time_s, backward_s=x.backward_s + y.backward_s,
-                               wgrad_s=x.wgrad_s + y.wgrad_s, launches=x.launches + y.launches)
-
+    return dataclasses.replace(x, **{f: getattr(x, f) + getattr(y, f) for f in _ADDITIVE})

@@ -402,11 +402,14 @@ def predicted_tokens_per_gpu(case: NvidiaCase, engine: str = "analytical") -> fl
     """simcluster's tokens per second per GPU for ``case`` (computed once per row and engine)."""
     key = (case.id, engine)
     if key not in _PREDICTED:
-        s = scenario(case)
-        step = simulate(s, engine=engine).step
-        _PREDICTED[key] = (s.parallelism.global_batch * s.model.seq_len / step.iteration_time_s
-                           / s.cluster.gpus)
+        _PREDICTED[key] = tokens_per_gpu(scenario(case), engine)
     return _PREDICTED[key]
+
+
+def tokens_per_gpu(s: Scenario, engine: str = "analytical") -> float:
+    """``global_batch * seq_len / step time / #GPUs`` of ``s`` (not cached)."""
+    step = simulate(s, engine=engine).step
+    return s.parallelism.global_batch * s.model.seq_len / step.iteration_time_s / s.cluster.gpus
 
 
 def error(case: NvidiaCase, engine: str = "analytical") -> float:

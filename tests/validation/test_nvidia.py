@@ -106,8 +106,8 @@ def test_the_stacks_host_time_is_the_even_rows_fit() -> None:
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
     import calibrate_megatron_host as calibration
+    from _split_fit import best_on_even
 
-    even = _subset(nvidia.SUBSET_MOE)[0::2]
-    best = min(calibration.GRID_US, key=lambda us: (calibration.median_abs(even, us), us))
+    best = best_on_even(_subset(nvidia.SUBSET_MOE), calibration.median_abs, calibration.GRID_US)
     stack = load_scenario("scenarios/default.yaml", ["execution=megatron-core-2024"])
     assert stack.execution.host_op_s == pytest.approx(best * 1e-6)
