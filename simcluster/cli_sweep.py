@@ -61,7 +61,8 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p.add_argument("--search", action="append", default=[], metavar="AXIS=V1,V2,...",
                    help="restrict a layout axis (tp, pp, cp, ep, micro_batch, schedule, "
                         "virtual_stages, recompute, sequence_parallel, zero_stage) or widen "
-                        "offload (none unless searched: offload=none,optimizer,optimizer+params)")
+                        "offload (none unless searched: offload=none,optimizer,optimizer+params) "
+                        "or expert_tp (MoE: 1 and tp unless searched, e.g. expert_tp=1,2,4)")
     p.add_argument("--layouts", choices=("search", "fixed"),
                    help="search every valid layout (default) or keep the file's layout")
     p.add_argument("--objective", choices=OBJECTIVE_CHOICES, metavar="NAME",

@@ -160,8 +160,9 @@ def histogram(values: np.ndarray) -> dict[str, list[float]] | None:
     if finite.size == 0:
         return None
     low, high = float(finite.min()), float(finite.max())
-    if high <= low:
-        high = low + max(abs(low) * 1e-6, 1e-9)
+    narrowest = max(abs(low) * 1e-6, 1e-9)  # equal values, or a spread numpy cannot split in bins
+    if high - low < narrowest:
+        high = low + narrowest
     counts, edges = np.histogram(finite, bins=HISTOGRAM_BINS, range=(low, high))
     return {"edges_days": [float(e) for e in edges], "counts": [float(c) for c in counts]}
 

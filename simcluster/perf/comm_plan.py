@@ -12,7 +12,10 @@ ZeRO-2 also reduce-scatters every earlier micro-batch (:func:`zero2_scatter_s`),
 layer by layer (:mod:`simcluster.perf.zero3`).
 
 Rank placement is Megatron's default order, TP fastest, then CP, DP, PP: a TP group has stride 1,
-a CP group stride ``tp``, a DP group stride ``tp*cp``, PP neighbours stride ``tp*cp*dp``.
+a CP group stride ``tp``, a DP group stride ``tp*cp``, PP neighbours stride ``tp*cp*dp``. The
+experts have their own grid over the same ranks (Megatron-Core's expert rank generator, order
+``tp-ep-dp-pp`` with the expert TP size ``etp``, ``megatron/core/parallel_state.py``): an
+expert-TP group has stride 1, an EP group stride ``etp``.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ class Groups:
     dp: CommGroup | None
     ep: CommGroup | None
     pp: CommGroup | None
+    etp: CommGroup | None = None  # the routed experts' TP group
+    expert: CommGroup | None = None  # ETP x EP: the allgather dispatcher's group
 
 
 def groups(s: Scenario) -> Groups:
@@ -50,9 +55,11 @@ def groups(s: Scenario) -> Groups:
     def make(size: int, stride: int) -> CommGroup | None:
         return comm_group(topo, size, stride) if size > 1 else None
 
+    moe = s.model.moe is not None
     return Groups(tp=make(par.tp, 1), cp=make(par.cp, par.tp), dp=make(par.dp, par.tp * par.cp),
-                  ep=make(par.ep, par.tp * par.cp), pp=make(2, par.tp * par.cp * par.dp) if par.pp > 1
-                  else None)
+                  ep=make(par.ep, par.etp), pp=make(2, par.tp * par.cp * par.dp) if par.pp > 1
+                  else None, etp=make(par.etp, 1) if moe else None,
+                  expert=make(par.etp * par.ep, 1) if moe else None)
 
 
 def activation_bytes(s: Scenario) -> float:
@@ -73,11 +80,28 @@ def tp_layer_comm_s(s: Scenario, g: Groups, layer: LayerTimes | None = None
     """
     if g.tp is None:
         return 0.0, 0.0
+    share = tp_pair_share(s)
+    forward, backward = _tp_pairs_s(s, g.tp, layer)
+    return share * forward, share * backward
+
+
+def tp_pair_share(s: Scenario) -> float:
+    """The share of a dense block's two TP pairs that a block of ``s`` runs: a MoE block keeps the
+    attention's pair and its shared experts' (Megatron-Core's ``SharedExpertMLP`` gathers and
+    scatters over the TP group), while its routed experts gather over the expert-TP group
+    instead (:func:`ep_layer_comm_s`); a model's leading dense blocks are averaged in."""
+    moe = s.model.moe
+    if moe is None or moe.shared_experts:
+        return 1.0
+    return 1.0 - 0.5 * (1.0 - moe.dense_layers / s.model.layers)
+
+
+def _tp_pairs_s(s: Scenario, tp: CommGroup, layer: LayerTimes | None) -> tuple[float, float]:
     size = activation_bytes(s)
     mode = s.execution.tp_comm_overlap
     if s.parallelism.sequence_parallel:
-        gather = collective_time("all_gather", size, g.tp).time_s
-        scatter = collective_time("reduce_scatter", size, g.tp).time_s
+        gather = collective_time("all_gather", size, tp).time_s
+        scatter = collective_time("reduce_scatter", size, tp).time_s
         if mode != "none" and layer is not None:
             forward, backward = overlapped_layer_s(mode, s.parallelism.tp, gather, scatter, layer,
                                                    s.cluster.topology.accelerator.sms)
@@ -85,7 +109,7 @@ def tp_layer_comm_s(s: Scenario, g: Groups, layer: LayerTimes | None = None
             return forward, backward + recompute
         one = gather + scatter
     else:
-        one = collective_time("all_reduce", size, g.tp).time_s
+        one = collective_time("all_reduce", size, tp).time_s
     recompute = 2 * one if s.parallelism.recompute == "full" else 0.0
     return 2 * one, 2 * one + recompute
 
@@ -119,30 +143,43 @@ def cp_layer_comm_s(s: Scenario, g: Groups, attention_fwd_s: float) -> tuple[flo
 def ep_layer_comm_s(s: Scenario, g: Groups) -> tuple[float, float]:
     """MoE token dispatch and combine per layer per micro-batch: (forward, backward), exposed.
 
+    Each rank routes its ``1/tp`` of the micro-batch's tokens (sequence parallelism).
     ``alltoall`` (GShard, Lepikhin et al. arXiv 2006.16668; Megatron-Core's alltoall dispatcher):
     two all-to-alls of ``top_k`` copies of each local token's hidden state in forward and two in
-    backward, over the expert-parallel group. The all-to-all's size is each rank's send buffer,
-    nccl-tests' convention (:func:`~simcluster.perf.collectives_formulas.pairwise_all_to_all_time_s`):
-    the ``top_k`` copies of the rank's own tokens, ``1/ep`` of which stay on the rank. ``flex``
-    (DeepEP, HybridEP) sends a token once to each rank holding any of its experts
-    (:func:`flex_copies`; DeepEP's dispatch layout is a token-by-rank map, ``is_token_in_rank``).
-    ``allgather``: the EP group's tokens all-gathered before the experts and their outputs
-    reduce-scattered after (Megatron-Core's allgather dispatcher), the reverse in backward. The
-    busiest rank receives ``moe.imbalance`` times the mean; a model's leading dense blocks have
-    no dispatch (averaged over the layers, as :mod:`.moe_layer`).
+    backward, over the expert-parallel group; with expert TP ``etp > 1`` the received rows are
+    then all-gathered over the expert-TP group and the experts' outputs reduce-scattered back
+    (``token_dispatcher.py``, ``dispatch_postprocess`` and ``combine_preprocess``). The
+    all-to-all's size is each rank's send buffer, nccl-tests' convention
+    (:func:`~simcluster.perf.collectives_formulas.pairwise_all_to_all_time_s`): the ``top_k``
+    copies of the rank's own tokens, ``1/ep`` of which stay on the rank. ``flex`` (DeepEP,
+    HybridEP) sends a token once to each rank holding any of its experts (:func:`flex_copies`;
+    DeepEP's dispatch layout is a token-by-rank map, ``is_token_in_rank``), over the ETP x EP
+    group (Megatron-Core hands DeepEP ``tp*top_k`` of ``tp*experts``: every expert-TP rank gets
+    the token). ``allgather``: the ETP x EP group's tokens all-gathered before the experts and
+    their outputs reduce-scattered after (Megatron-Core's allgather dispatcher, over its
+    ``tp_ep_group``), the reverse in backward. The busiest rank receives ``moe.imbalance`` times
+    the mean; a model's leading dense blocks have no dispatch (averaged over the layers, as
+    :mod:`.moe_layer`).
     """
     moe = s.model.moe
-    if g.ep is None or moe is None:
+    if g.expert is None or moe is None:
         return 0.0, 0.0
-    tokens = activation_bytes(s) / s.parallelism.tp  # this rank's tokens' hidden states
-    ep, dispatcher = s.parallelism.ep, s.execution.moe_dispatcher
+    par, dispatcher = s.parallelism, s.execution.moe_dispatcher
+    tokens = activation_bytes(s) / par.tp  # this rank's tokens' hidden states
     if dispatcher == "allgather":
-        whole = tokens * ep * moe.imbalance  # the gathered array, nccl-tests' size
-        one = (collective_time("all_gather", whole, g.ep).time_s
-               + collective_time("reduce_scatter", whole, g.ep).time_s)
+        whole = tokens * par.etp * par.ep * moe.imbalance  # the gathered array, nccl-tests' size
+        one = (collective_time("all_gather", whole, g.expert).time_s
+               + collective_time("reduce_scatter", whole, g.expert).time_s)
+    elif dispatcher == "flex":
+        copies = flex_copies(moe.top_k, par.ep, moe.experts) * par.etp
+        one = 2 * collective_time("all_to_all", tokens * copies * moe.imbalance, g.expert).time_s
     else:
-        copies = flex_copies(moe.top_k, ep, moe.experts) if dispatcher == "flex" else moe.top_k
-        one = 2 * collective_time("all_to_all", tokens * copies * moe.imbalance, g.ep).time_s
+        received = tokens * moe.top_k * moe.imbalance
+        one = 2 * collective_time("all_to_all", received, g.ep).time_s if g.ep else 0.0
+        if g.etp is not None:
+            whole = received * par.etp
+            one += (collective_time("all_gather", whole, g.etp).time_s
+                    + collective_time("reduce_scatter", whole, g.etp).time_s)
     share = 1.0 - moe.dense_layers / s.model.layers
     return share * one, share * one
 

@@ -133,8 +133,9 @@ def _rope(acc: AcceleratorSpec, sh: Shape, head_dim: int) -> OperatorTime:
 
 
 def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Shape, tp: int,
-                     ep: int, kernel: str, causal: bool, eager_ops: bool = False,
-                     balanced: bool = True, dispatcher: str = "alltoall") -> list[OperatorTime]:
+                     experts: tuple[int, int | None], kernel: str, causal: bool,
+                     eager_ops: bool = False, balanced: bool = True,
+                     dispatcher: str = "alltoall") -> list[OperatorTime]:
     h = model.hidden
     dtype = activation_dtype(lin.dtype)  # attention and element-wise kernels
     result = [norm(model, acc, "norm1", sh.norm_tokens * h, sh.size, eager_ops)]
@@ -149,7 +150,7 @@ def _layer_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, 
         result += _attention(model, acc, lin, sh, kernel, causal, eager_ops, balanced)
     result += _residual_block(model, acc, "1", sh)
     result.append(norm(model, acc, "norm2", sh.norm_tokens * h, sh.size, eager_ops))
-    result += ffn_operators(model, acc, lin, sh, tp, ep, eager_ops, dispatcher)
+    result += ffn_operators(model, acc, lin, sh, tp, experts[0], eager_ops, dispatcher, experts[1])
     return result + _residual_block(model, acc, "2", sh)
 
 
@@ -195,7 +196,7 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
                 causal: bool = True, elementwise: str = "fused",
                 host_op_s: float = 0.0, cp_load_balance: bool = True,
                 fp8_recipe: str = "auto", fp8_cast_fusion: bool = True,
-                moe_dispatcher: str = "alltoall") -> LayerTimes:
+                moe_dispatcher: str = "alltoall", expert_tp: int | None = None) -> LayerTimes:
     """Forward, backward and recompute time of one transformer block on one GPU.
 
     Multi-head latent attention replaces the QKV projection (:mod:`.mla`); the FFN is a dense MLP
@@ -229,6 +230,8 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
         (+ dropout) + AV GEMM.
     ep : int
         Expert-parallel size (MoE only): ``experts/ep`` local experts, balanced routing.
+    expert_tp : int or None
+        The routed experts' TP size (MoE only; ``parallelism.expert_tp``, None: ``tp``).
     causal : bool
         Causal mask: a flash kernel skips the masked half (unfused attention does not).
     elementwise : str
@@ -257,7 +260,7 @@ def layer_times(model: ModelSpec, acc: AcceleratorSpec, dtype: str, micro_batch:
     kernel = resolve_kernel(acc, attention)
     sh = block_shape(model, dtype, micro_batch, seq_len, tp, cp, sequence_parallel)
     lin = LinearFormat(dtype, recipe_of(dtype, fp8_recipe), fp8_cast_fusion)
-    operators = _layer_operators(model, acc, lin, sh, tp, ep, kernel, causal,
+    operators = _layer_operators(model, acc, lin, sh, tp, (ep, expert_tp), kernel, causal,
                                  _eager(elementwise), cp_load_balance, moe_dispatcher)
     core = ("attention", "scores", "softmax", "attn_dropout", "attn_v")
     recompute_s = {"none": 0.0,

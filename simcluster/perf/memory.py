@@ -12,8 +12,9 @@ attention; micro-batches in flight per stage follow the pipeline schedule (Megat
 Simplifications, stated once:
 - Everything TP shards (weights and biases of attention and MLP, vocab) is divided by ``tp``;
   norms, learned position embeddings and the MoE router are replicated on every TP rank.
-- ZeRO shards dense parameters over ``dp*cp`` ranks and expert parameters over ``dp*cp/ep`` (the
-  expert-data-parallel group); experts are replicated ``dp*cp/ep`` times. ZeRO-3 also holds the
+- ZeRO shards dense parameters over ``dp*cp`` ranks and expert parameters over
+  ``tp*cp*dp/(etp*ep)`` (the expert-data-parallel group: ``dp*cp/ep`` with expert TP = TP);
+  experts are replicated that many times. ZeRO-3 also holds the
   units in flight unsharded (:func:`zero3_units_in_flight` of :func:`zero3_unit_params`).
 - Activations are 16-bit (Korthikanti's byte counts); fp32 training doubles them.
 - Sequence length is divided by ``cp`` in every activation term.
@@ -329,7 +330,7 @@ class _MemoryPlan:
             grad_bytes = grad_bytes_of(scenario)
         per_param, self.dense, self.expert = _sharded_bytes(
             scenario.precision, grad_bytes, par.zero_stage, par.dp * par.cp,
-            par.dp * par.cp // par.ep, ex.fp32_grad_copy, par.offload)
+            par.expert_dp, ex.fp32_grad_copy, par.offload)
         self.unit_weights = self.unit_grads = None
         # the quantized weight copies of a low-precision format (kernels/lowp.py): every local
         # weight's, kept across micro-batches; under ZeRO-3 the gathered units' only

@@ -127,22 +127,23 @@ def communicators(scenario: Scenario, stage: int) -> Communicators:
     distributed optimizer's gather, dp*cp), context parallel (cp, ring attention), pipeline (pp,
     batched send/recv over the pipeline group), the model-parallel group of the gradient-norm and
     overflow all-reduces (tp*pp), the embedding group of the first and last stage (tied embeddings
-    with pp > 1), and with experts the expert-parallel all-to-all (ep) and the expert data-parallel
-    group (dp*cp/ep).
+    with pp > 1), and with experts the expert-parallel all-to-all (ep), the expert data-parallel
+    group (``tp*cp*dp/(expert_tp*ep)``) and, where its size differs from TP's, the expert-TP group.
     """
     par, model = scenario.parallelism, scenario.model
     end = stage in (0, par.pp - 1)
-    return _communicators(par.tp, par.pp, par.cp, par.dp, par.ep,
+    return _communicators(par.tp, par.pp, par.cp, par.dp, (par.ep, par.etp),
                           model.tied_embeddings and end and par.pp > 1, model.moe is not None)
 
 
 @memoised()
-def _communicators(tp: int, pp: int, cp: int, dp: int, ep: int, embedding: bool,
-                   moe: bool) -> Communicators:
+def _communicators(tp: int, pp: int, cp: int, dp: int, experts: tuple[int, int],
+                   embedding: bool, moe: bool) -> Communicators:
     sizes = [tp, dp * cp, cp, pp, tp * pp, 2 if embedding else 1]
     a2a = 0
     if moe:
-        sizes += [ep, dp * cp // ep]
+        ep, etp = experts
+        sizes += [ep, tp * cp * dp // (etp * ep), etp if etp != tp else 1]
         a2a = ep - 1
     return Communicators(pairs=sum(1 for n in sizes if n == 2),
                          large=sum(1 for n in sizes if n > 2), a2a_peers=a2a)
@@ -152,12 +153,12 @@ def all_stage_nccl_bytes(scenario: Scenario) -> tuple[float, ...]:
     """:func:`nccl_bytes` of every pipeline stage's :func:`communicators` (memoised per layout
     shape: the first and last stages differ from the middle ones only by the embedding group)."""
     par, model = scenario.parallelism, scenario.model
-    return _all_stage_nccl(par.tp, par.pp, par.cp, par.dp, par.ep, model.tied_embeddings,
+    return _all_stage_nccl(par.tp, par.pp, par.cp, par.dp, (par.ep, par.etp), model.tied_embeddings,
                            model.moe is not None, scenario.execution.nccl_buffsize_bytes)
 
 
 @memoised()
-def _all_stage_nccl(tp: int, pp: int, cp: int, dp: int, ep: int, tied: bool, moe: bool,
+def _all_stage_nccl(tp: int, pp: int, cp: int, dp: int, ep: tuple[int, int], tied: bool, moe: bool,
                     buffsize: float) -> tuple[float, ...]:
     ends = nccl_bytes(_communicators(tp, pp, cp, dp, ep, tied and pp > 1, moe), buffsize)
     if pp == 1:

@@ -59,7 +59,7 @@ class StageParams:
 def stage_params(model: ModelSpec, par: ParallelismSpec, stage: int, layers: int) -> StageParams:
     """Parameters one GPU of ``stage`` holds, given the stage's ``layers`` (Megatron layout).
 
-    Per layer: attention and dense MLP / tp, norms replicated; MoE experts / (tp*ep), shared
+    Per layer: attention and dense MLP / tp, norms replicated; MoE experts / (etp*ep), shared
     experts / tp, router replicated; a model's leading dense blocks (``moe.dense_layers``) are
     spread over the layers pro rata (a stated simplification: Megatron puts them on the first
     stage, a difference of their FFN's parameters there). First stage: word embedding V*h / tp
@@ -67,13 +67,13 @@ def stage_params(model: ModelSpec, par: ParallelismSpec, stage: int, layers: int
     V*h / tp when untied, or a copy of the tied word embedding when pp > 1 (Megatron keeps one
     there to reduce its gradient).
     """
-    return _stage_params(model, par.tp, par.ep, stage == 0, stage == par.pp - 1, par.pp > 1,
-                         layers)
+    return _stage_params(model, par.tp, par.etp * par.ep, stage == 0, stage == par.pp - 1,
+                         par.pp > 1, layers)
 
 
 def all_stage_params(model: ModelSpec, par: ParallelismSpec) -> tuple[StageParams, ...]:
     """:func:`stage_params` of every pipeline stage, for the layers :func:`stage_chunks` gives it."""
-    return _all_stage_params(model, par.tp, par.ep, par.pp,
+    return _all_stage_params(model, par.tp, par.etp * par.ep, par.pp,
                              stage_layer_counts(par, model.layers))
 
 
@@ -87,7 +87,8 @@ def _all_stage_params(model: ModelSpec, tp: int, ep: int, pp: int,
 @memoised()
 def _stage_params(model: ModelSpec, tp: int, ep: int, first: bool, last: bool, pipelined: bool,
                   layers: int) -> StageParams:
-    """:func:`stage_params` on the layout values it reads (``pipelined``: ``pp > 1``)."""
+    """:func:`stage_params` on the layout values it reads (``pipelined``: ``pp > 1``; ``ep``: the
+    GPUs one expert's weights are split over, ``expert_tp * ep``)."""
     pc = count_params(model)
     word = model.vocab * model.hidden
     moe_share = 1.0 - pc.dense_layers / pc.layers  # the MoE blocks' share, spread over stages
@@ -95,17 +96,17 @@ def _stage_params(model: ModelSpec, tp: int, ep: int, first: bool, last: bool, p
                    + moe_share * (pc.router + pc.shared_mlp / tp)
                    + (1.0 - moe_share) * pc.dense_mlp / tp)
     dense = layers * (layer_dense + (0 if model.moe else pc.routed_mlp / tp))
-    expert = layers * moe_share * pc.routed_mlp / (tp * ep) if model.moe else 0.0
+    expert = layers * moe_share * pc.routed_mlp / ep if model.moe else 0.0
     if first:
         dense += word / tp + (pc.embedding - word)  # vocab-parallel words, replicated positions
     if last:
         final_norm = pc.final - (0 if model.tied_embeddings else word)
         output_copy = not model.tied_embeddings or pipelined
         dense += final_norm + (word / tp if output_copy else 0)
-        if pc.mtp:  # the prediction modules beside the loss: their routed experts over tp*ep
+        if pc.mtp:  # the prediction modules beside the loss: their routed experts over etp*ep
             routed = model.mtp_layers * pc.routed_mlp if model.moe else 0
             dense += (pc.mtp - routed) / tp
-            expert += routed / (tp * ep)
+            expert += routed / ep
     return StageParams(dense=dense, expert=expert)
 
 
@@ -113,7 +114,8 @@ def all_chunk_params(model: ModelSpec, par: ParallelismSpec) -> tuple[tuple[floa
     """Per stage, the parameters (dense + expert) of each local virtual chunk: its layers pro
     rata, the embedding on the first virtual chunk and the output layer on the last (the
     discrete-event engine's DP buckets reduce them chunk by chunk)."""
-    return _all_chunk_params(model, par.tp, par.ep, par.pp, par.virtual_stages, par.stage_layers)
+    return _all_chunk_params(model, par.tp, par.etp * par.ep, par.pp, par.virtual_stages,
+                             par.stage_layers)
 
 
 @memoised()
@@ -184,7 +186,8 @@ def _in_flight_units(schedule: str, p: int, v: int, m: int, stage: int) -> tuple
 @memoised()
 def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp: int,
                            sequence_parallel: bool, recompute: str,
-                           flash_attention: bool = True, linear_bytes: float = 2.0) -> float:
+                           flash_attention: bool = True, linear_bytes: float = 2.0,
+                           expert_tp: int = 1) -> float:
     """Activation bytes one layer stores for one micro-batch, per GPU.
 
     Korthikanti Table 2 term by term (16-bit tensors, 1-byte dropout masks), generalised: Q, K, V
@@ -219,6 +222,9 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
         Bytes per element a linear layer saves of its input (QKV, projection, MLP and
         down-projection inputs): 2, or the quantized copy under a low-precision format
         (:func:`.kernels.lowp.saved_input_bytes`: Transformer Engine keeps the FP8 copy).
+    expert_tp : int
+        The routed experts' TP size: each GPU keeps the permuted inputs of the rows its
+        expert-TP group gathered, ``expert_tp`` times its own tokens' copies (MoE only).
 
     Returns
     -------
@@ -238,7 +244,7 @@ def layer_activation_bytes(model: ModelSpec, micro_batch: int, seq_len: int, tp:
                   + lb * sbh  # MLP input
                   + mask * sbh  # MLP output dropout mask
                   + s * b * latent)  # MLA's latents (duplicated on every TP rank)
-    sharded = s * b * (attention + _mlp_saved(model, lb))
+    sharded = s * b * (attention + _mlp_saved(model, lb, expert_tp))
     scores = 0.0
     if recompute == "none" and not flash_attention:
         # softmax output 2; with dropout its mask 1 and output 2
@@ -265,16 +271,18 @@ def _attention_saved(model: ModelSpec, lb: float) -> tuple[float, float]:
     return (2 + lb) * latents, 2 * (2 * q + v) + lb * v
 
 
-def _mlp_saved(model: ModelSpec, lb: float) -> float:
+def _mlp_saved(model: ModelSpec, lb: float, expert_tp: int = 1) -> float:
     """Bytes per token the FFN keeps: each MLP's activation input (2f; swiglu's two inputs 4f) and
     down-projection input, for the ``top_k`` routed experts (with their permuted inputs) and the
-    shared experts of a MoE block; leading dense blocks averaged in (:mod:`.moe_layer`)."""
+    shared experts of a MoE block (the permuted inputs ``expert_tp`` times: the expert-TP group's
+    gathered rows); leading dense blocks averaged in (:mod:`.moe_layer`)."""
     def inner(width: float) -> float:
         return (4 if model.ffn_act == "swiglu" else 2) * width + lb * width
     moe = model.moe
     if moe is None:
         return inner(model.ffn_hidden)
-    sparse = moe.top_k * (inner(model.ffn_hidden) + lb * model.hidden) + inner(shared_ffn_hidden(model))
+    sparse = (moe.top_k * (inner(model.ffn_hidden) + expert_tp * lb * model.hidden)
+              + inner(shared_ffn_hidden(model)))
     dense = moe.dense_layers / model.layers
     return (1 - dense) * sparse + dense * inner(moe.dense_ffn_hidden)
 
@@ -345,21 +353,21 @@ def activation_plan(scenario: Scenario, flash_attention: bool = True) -> Activat
                            recipe_of(scenario.precision, scenario.execution.fp8_recipe))
     return _activation_plan(m, par.micro_batch, m.seq_len // par.cp, par.tp,
                             par.sequence_parallel, par.recompute, flash_attention, par.pp,
-                            2 if scenario.precision == "fp32" else 1, lb)
+                            2 if scenario.precision == "fp32" else 1, lb, par.etp)
 
 
 @memoised()
 def _activation_plan(m: ModelSpec, b: int, s: int, t: int, sp: bool, recompute: str,
                      flash_attention: bool, pp: int, factor: int,
-                     linear_bytes: float = 2.0) -> ActivationPlan:
+                     linear_bytes: float = 2.0, expert_tp: int = 1) -> ActivationPlan:
     full = recompute == "full"
     return ActivationPlan(
         full=full,
         per_layer=0.0 if full else layer_activation_bytes(m, b, s, t, sp, recompute,
-                                                          flash_attention, linear_bytes),
+                                                          flash_attention, linear_bytes, expert_tp),
         stored=layer_activation_bytes(m, b, s, t, sp, "full") if full else 0.0,
         working=layer_activation_bytes(m, b, s, t, sp, "none", flash_attention,
-                                       linear_bytes) if full else 0.0,
+                                       linear_bytes, expert_tp) if full else 0.0,
         embedding=embedding_activation_bytes(m, b, s, t, sp),
         logits=logits_activation_bytes(m, b, s, t, sp), last_stage=pp - 1, factor=factor)
 

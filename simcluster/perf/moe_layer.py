@@ -1,7 +1,9 @@
 """A block's FFN on one GPU: a dense MLP, or a mixture-of-experts layer as Megatron-Core runs it.
 
 The MoE layer (Megatron-LM ``megatron/core/transformer/moe/``: ``router.py``, ``token_dispatcher.py``,
-``moe_utils.py``, ``experts.py``; docs/moe.md) is, per micro-batch on one GPU of ``T`` local tokens:
+``moe_utils.py``, ``experts.py``; docs/moe.md) is, per micro-batch on one GPU of ``T`` local tokens
+(the GPU's ``1/tp`` of the micro-batch's: Megatron-Core trains a MoE model with TP only under
+sequence parallelism, and each TP rank routes its own share):
 
 - the router: a ``T x h x E`` GEMM in the activation dtype (not a Transformer Engine module), then
   the score function, top-k and routing map over ``T x E`` fp32 scores (:data:`ROUTER_PASSES`
@@ -14,8 +16,9 @@ The MoE layer (Megatron-LM ``megatron/core/transformer/moe/``: ``router.py``, ``
   the ``k`` copies into ``T`` rows); ``allgather`` gathers the EP group's tokens and permutes the
   local experts' rows out of them; ``flex`` (DeepEP, HybridEP) fuses the permutation into its
   dispatch and combine kernels, so only the weighted combine stays;
-- the routed experts: grouped GEMMs over ``E/ep`` local experts of ``T k ep / E`` rows each,
-  times ``moe.imbalance`` on the busiest rank (every EP rank waits for it in the combine);
+- the routed experts: grouped GEMMs over ``E/ep`` local experts of ``etp T k ep / E`` rows each
+  (the expert-TP group's received rows, gathered) and ``1/etp`` of the FFN width, times
+  ``moe.imbalance`` on the busiest rank (every EP rank waits for it in the combine);
 - the shared experts (DeepSeekMoE): a dense MLP of ``shared_experts x shared_ffn_hidden`` on all
   ``T`` tokens, TP-split like a dense MLP (its overlap with the dispatch, Megatron's
   ``--moe-shared-expert-overlap``, is not modelled: it runs in series).
@@ -50,15 +53,16 @@ ROUTER_BYTES_PER_SCORE: Final = 8
 
 
 def ffn_operators(model: ModelSpec, acc: AcceleratorSpec, lin: LinearFormat, sh: Shape, tp: int,
-                  ep: int, eager_ops: bool = False, dispatcher: str = "alltoall"
-                  ) -> list[OperatorTime]:
+                  ep: int, eager_ops: bool = False, dispatcher: str = "alltoall",
+                  etp: int | None = None) -> list[OperatorTime]:
     """The FFN's operators: a dense MLP, or the MoE layer with its leading dense blocks averaged in
-    (module docstring)."""
+    (module docstring); ``etp``: the routed experts' TP size (default ``tp``)."""
     moe = model.moe
     if moe is None:
         return dense_mlp(model, acc, lin, sh, tp, model.ffn_hidden, "mlp", eager_ops,
                          input_fused=True)
-    sparse = moe_operators(model, moe, acc, lin, sh, tp, ep, eager_ops, dispatcher)
+    sparse = moe_operators(model, moe, acc, lin, sh, (tp, tp if etp is None else etp), ep,
+                           eager_ops, dispatcher)
     if not moe.dense_layers:
         return sparse
     share = moe.dense_layers / model.layers
@@ -103,21 +107,24 @@ def _grouped(ops: list[OperatorTime], experts: float) -> list[OperatorTime]:
 
 
 def moe_operators(model: ModelSpec, moe: MoESpec, acc: AcceleratorSpec, lin: LinearFormat,
-                  sh: Shape, tp: int, ep: int, eager_ops: bool, dispatcher: str
+                  sh: Shape, tps: tuple[int, int], ep: int, eager_ops: bool, dispatcher: str
                   ) -> list[OperatorTime]:
     """Router, dispatch permutations, routed experts and shared experts of one MoE block of
-    ``model`` (``moe``: its ``model.moe``)."""
+    ``model`` (``moe``: its ``model.moe``); ``tps``: the TP and the expert-TP sizes."""
     if moe.experts % ep:
         raise SpecError("ep", f"{ep} does not divide experts={moe.experts}")
+    tp, etp = tps
     local = moe.experts / ep
-    routed = sh.tokens * moe.top_k  # copies this GPU's tokens make
-    received = routed * moe.imbalance  # rows the busiest rank's experts run (ep * routed / ep)
+    own = sh.tokens / tp  # the tokens this GPU routes (its sequence-parallel share)
+    routed = own * moe.top_k  # copies this GPU's tokens make
+    received = etp * routed * moe.imbalance  # rows the busiest rank's experts run
     result = [gemm_operator(acc, activation_dtype(lin.dtype), "router",
-                            (sh.tokens, moe.experts, model.hidden)),
+                            (own, moe.experts, model.hidden)),
               memory_operator(acc, "router_topk",
-                              ROUTER_PASSES * ROUTER_BYTES_PER_SCORE * sh.tokens * moe.experts)]
-    result += permutations(model, acc, sh, routed, received, ep, local, dispatcher)
-    result += dense_mlp(model, acc, lin, sh, tp, model.ffn_hidden, "mlp", eager_ops,
+                              ROUTER_PASSES * ROUTER_BYTES_PER_SCORE * own * moe.experts)]
+    result += permutations(model, acc, dataclasses.replace(sh, tokens=own), routed, received, ep,
+                           local, dispatcher)
+    result += dense_mlp(model, acc, lin, sh, etp, model.ffn_hidden, "mlp", eager_ops,
                         rows=received / local, experts=local)
     shared = shared_ffn_hidden(model)
     if shared:

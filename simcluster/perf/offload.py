@@ -101,11 +101,11 @@ def host_bytes_per_param(s: Scenario) -> float:
 
 
 def shard_params(s: Scenario, dense: float, expert: float = 0.0) -> float:
-    """Parameters of one GPU's ZeRO shard: dense over ``dp * cp``, experts over ``dp * cp / ep``
-    (as :mod:`simcluster.perf.memory` shards the optimizer, ZeRO >= 1)."""
+    """Parameters of one GPU's ZeRO shard: dense over ``dp * cp``, experts over the expert
+    data-parallel size (``tp*cp*dp / (expert_tp*ep)``; as :mod:`simcluster.perf.memory` shards
+    the optimizer, ZeRO >= 1)."""
     par = s.parallelism
-    ranks = par.dp * par.cp
-    return dense / ranks + (expert / (ranks // par.ep) if expert else 0.0)
+    return dense / (par.dp * par.cp) + (expert / par.expert_dp if expert else 0.0)
 
 
 def host_bytes_per_node(s: Scenario, stages: Sequence[StageParams]) -> float:

@@ -163,7 +163,8 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
     ex = s.execution
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
                         par.cp, par.sequence_parallel, par.recompute, ex.attention,
-                        par.ep, ex.elementwise, ex.host_op_s, ex.cp_load_balance,
+                        (par.ep, par.expert_tp), ex.elementwise, ex.host_op_s,
+                        ex.cp_load_balance,
                         (copy_out_bytes(s), copy_in_bytes(s), zero3_weight_cast_bytes(s)),
                         (ex.fp8_recipe, ex.fp8_cast_fusion), ex.moe_dispatcher)
 
@@ -171,11 +172,13 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
 @memoised()
 def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
-                 attention: str, ep: int, elementwise: str, host_op_s: float,
+                 attention: str, experts: tuple[int, int | None], elementwise: str,
+                 host_op_s: float,
                  cp_load_balance: bool, copies: tuple[float, float, float],
                  lowp: tuple[str, bool], dispatcher: str = "alltoall") -> LayerTimes:
     layer = layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
-                        recompute, attention, ep=ep, elementwise=elementwise,
+                        recompute, attention, ep=experts[0], expert_tp=experts[1],
+                        elementwise=elementwise,
                         host_op_s=host_op_s, cp_load_balance=cp_load_balance,
                         fp8_recipe=lowp[0], fp8_cast_fusion=lowp[1], moe_dispatcher=dispatcher)
     copy_out, copy_in, cast = copies
@@ -223,7 +226,8 @@ def grad_accumulation_s(s: Scenario, params: float) -> float:
 def optimizer_s(s: Scenario, held: float, expert: float = 0.0) -> float:
     """The optimizer step of a GPU holding ``held`` parameters, ``expert`` of them MoE experts:
     Adam over its ZeRO shard (from ZeRO-1 on, dense parameters over ``dp * cp``, expert parameters
-    over ``dp * cp / ep``, as the memory model shards them: :mod:`simcluster.perf.memory`;
+    over the expert data-parallel size ``tp*cp*dp / (expert_tp*ep)``, as the memory model shards
+    them: :mod:`simcluster.perf.memory`;
     :func:`simcluster.perf.compute.optimizer_step_time_s`). Under a low-precision format below
     ZeRO-3 it also quantizes the ``held`` weights once per step (:mod:`.kernels.lowp`: the
     copies are kept across the micro-batches; the embedding and output layer, 16-bit, are counted
@@ -238,5 +242,5 @@ def optimizer_s(s: Scenario, held: float, expert: float = 0.0) -> float:
     if par.zero_stage == 0:
         return cast + optimizer_step_time_s(acc, held, 1)
     dense = optimizer_step_time_s(acc, held - expert, par.dp * par.cp)
-    return cast + dense + (optimizer_step_time_s(acc, expert, par.dp * par.cp // par.ep)
+    return cast + dense + (optimizer_step_time_s(acc, expert, par.expert_dp)
                            if expert else 0.0)

@@ -83,13 +83,16 @@ def eligible(rows: Sequence[Row]) -> list[Row]:
 
 
 def layout(r: Row) -> str:
-    """``tp2 pp4 cp1 dp8 ep1 mb1 1f1b z1 none sp`` from a row's layout columns."""
+    """``tp2 pp4 cp1 dp8 ep1 mb1 1f1b z1 none sp`` from a row's layout columns (``etp1`` after
+    the EP size where the experts are not split like TP)."""
     def i(key: str) -> str:
         v = r.get(key)
         return "-" if v is None else f"{int(v)}" if isinstance(v, float) and v.is_integer() else str(v)
 
-    parts = [f"tp{i('tp')}", f"pp{i('pp')}", f"cp{i('cp')}", f"dp{i('dp')}", f"ep{i('ep')}",
-             f"mb{i('micro_batch')}", str(r.get("schedule", "-"))]
+    parts = [f"tp{i('tp')}", f"pp{i('pp')}", f"cp{i('cp')}", f"dp{i('dp')}", f"ep{i('ep')}"]
+    if r.get("expert_tp") not in (None, "") and i("expert_tp") != i("tp"):
+        parts.append(f"etp{i('expert_tp')}")  # whole experts (or another split) than TP's
+    parts += [f"mb{i('micro_batch')}", str(r.get("schedule", "-"))]
     if (r.get("virtual_stages") or 1) != 1:
         parts.append(f"v{i('virtual_stages')}")
     parts += [f"z{i('zero_stage')}", str(r.get("recompute", "-"))]

@@ -75,10 +75,11 @@ def scale_up_domain(topo: TopologySpec) -> int:
 
 
 def _check_placement(par: ParallelismSpec, domain: int) -> None:
-    """No TP, TP*CP or TP*CP*EP block of consecutive ranks straddles a scale-up domain.
+    """No TP, TP*CP or expert (ETP*EP) block of consecutive ranks straddles a scale-up domain.
 
-    Megatron's rank order puts TP fastest, then CP, then DP (EP groups inside DP): the ranks of a
-    TP group are consecutive, those of a CP group stride ``tp`` and of an EP group ``tp*cp``. A
+    Megatron's rank order puts TP fastest, then CP, then DP: the ranks of a TP group are
+    consecutive, those of a CP group stride ``tp``; the experts have their own grid
+    (:func:`_check_expert_placement`), where an EP group strides the expert TP size. A
     block must fit a domain evenly (its size divides the domain) or consist of whole domains (a
     multiple of it); the collective model prices exactly those two shapes. TP beyond one domain
     also needs ``tp_across_nodes``. A job smaller than one domain (64 GPUs of a 72-GPU NVL72 rack)
@@ -96,11 +97,22 @@ def _check_placement(par: ParallelismSpec, domain: int) -> None:
         raise SpecError("parallelism.cp", f"tp*cp = {tp}*{par.cp} = {block} neither divides nor is "
                         f"a multiple of the {domain} GPUs of one scale-up domain: CP groups would "
                         "straddle domains")
-    ep_block = block * par.ep
+    _check_expert_placement(par, domain)
+
+
+def _check_expert_placement(par: ParallelismSpec, domain: int) -> None:
+    """The expert grid (Megatron-Core's expert rank generator, order ``tp-ep-dp-pp`` with the
+    expert TP size, ``megatron/core/parallel_state.py``): an expert-TP group is ``etp``
+    consecutive ranks, an EP group strides ``etp``, so one EP group with its expert-TP groups is a
+    block of ``etp*ep`` consecutive ranks."""
+    etp, ep_block = par.etp, par.etp * par.ep
+    if etp != par.tp and domain % etp:
+        raise SpecError("parallelism.expert_tp", f"{etp} does not divide the {domain} GPUs of one "
+                        "scale-up domain: expert-TP groups would span domains")
     if par.ep > 1 and domain % ep_block and ep_block % domain:
-        raise SpecError("parallelism.ep", f"tp*cp*ep = {ep_block} neither divides nor is a "
-                        f"multiple of the {domain} GPUs of one scale-up domain: EP groups would "
-                        "straddle domains")
+        raise SpecError("parallelism.ep", f"expert_tp*ep = {etp}*{par.ep} = {ep_block} neither "
+                        f"divides nor is a multiple of the {domain} GPUs of one scale-up domain: "
+                        "EP groups would straddle domains")
 
 
 def _check_pp(par: ParallelismSpec, layers: int) -> None:
@@ -131,6 +143,26 @@ def _check_cp_ep(par: ParallelismSpec, m: ModelSpec) -> None:
         raise SpecError("parallelism.ep", f"{par.ep} needs a mixture-of-experts model (model.moe)")
     if m.moe is not None and m.moe.experts % par.ep:
         raise SpecError("parallelism.ep", f"{par.ep} does not divide experts={m.moe.experts}")
+    _check_expert_tp(par, m)
+
+
+def _check_expert_tp(par: ParallelismSpec, m: ModelSpec) -> None:
+    """Expert TP needs experts whose FFN it divides; Megatron-Core's ``MoELayer`` refuses to train
+    a MoE model with TP > 1 without sequence parallelism (``moe_layer.py``), which the token
+    dispatch relies on (each TP rank routes its ``1/tp`` of the tokens)."""
+    if par.expert_tp is not None and m.moe is None:
+        raise SpecError("parallelism.expert_tp", f"{par.expert_tp} needs a mixture-of-experts "
+                        "model (model.moe)")
+    if m.moe is None:
+        return
+    if m.ffn_hidden % par.etp:
+        raise SpecError("parallelism.expert_tp", f"{par.etp} does not divide the experts' "
+                        f"ffn_hidden={m.ffn_hidden}")
+    if par.tp > 1 and not par.sequence_parallel:
+        raise SpecError("parallelism.sequence_parallel", f"a mixture-of-experts model with "
+                        f"tp={par.tp} needs sequence_parallel: true (Megatron-Core's MoE layer "
+                        "trains only with it; the dispatcher routes each TP rank's share of "
+                        "the tokens)")
 
 
 def _check_precision(acc: AcceleratorSpec, precision: str) -> None:

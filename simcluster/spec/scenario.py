@@ -61,6 +61,11 @@ class ParallelismSpec:
     cp: int = spec_field(1, ge=1)
     dp: int = spec_field(ge=1, derived=True)
     ep: int = spec_field(1, ge=1)
+    expert_tp: int | None = spec_field(
+        None, ge=1, doc="tensor parallelism of the routed experts (Megatron-Core's "
+        "expert_tensor_parallel_size; MoE only): null = tp (Megatron's default); 1 keeps whole "
+        "experts on each GPU and lets the expert-parallel group span the TP ranks (MoE parallel "
+        "folding, docs/moe.md)")
     micro_batch: int = spec_field(1, ge=1)
     global_batch: int = spec_field(ge=1, le=MAX_GLOBAL_BATCH)
     schedule: str = spec_field("1f1b", choices=SCHEDULES)
@@ -110,9 +115,22 @@ class ParallelismSpec:
         if self.global_batch % (self.micro_batch * self.dp):
             raise SpecError("global_batch", f"{self.global_batch} is not divisible by "
                             f"micro_batch*dp = {self.micro_batch}*{self.dp}")
-        if (self.dp * self.cp) % self.ep:
-            raise SpecError("ep", f"{self.ep} must divide dp*cp = {self.dp * self.cp} "
-                            "(experts are sharded across data-parallel ranks)")
+        ranks = self.tp * self.cp * self.dp
+        if ranks % (self.etp * self.ep):
+            raise SpecError("ep", f"expert_tp*ep = {self.etp}*{self.ep} must divide tp*cp*dp = "
+                            f"{ranks} (the experts of a pipeline stage fold onto its GPUs; "
+                            "with expert_tp = tp: ep must divide dp*cp)")
+
+    @property
+    def etp(self) -> int:
+        """Expert tensor-parallel size: ``expert_tp``, or ``tp`` where unset."""
+        return self.tp if self.expert_tp is None else self.expert_tp
+
+    @property
+    def expert_dp(self) -> int:
+        """Expert data-parallel size ``tp*cp*dp / (etp*ep)``: the ranks that hold the same experts
+        (``dp*cp/ep`` with ``etp = tp``)."""
+        return self.tp * self.cp * self.dp // (self.etp * self.ep)
 
     @property
     def micro_batches(self) -> int:

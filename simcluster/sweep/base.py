@@ -23,7 +23,7 @@ from simcluster.spec.scenario import ClusterSpec, Scenario
 from simcluster.sweep.space import MAX_SEARCH_GPUS, divisors, stage_layers_for
 
 Source = str | Path | Mapping[str, Any]
-_SIMPLE = {"cp": 1, "ep": 1, "micro_batch": 1, "schedule": "1f1b", "virtual_stages": 1,
+_SIMPLE = {"cp": 1, "ep": 1, "expert_tp": None, "micro_batch": 1, "schedule": "1f1b", "virtual_stages": 1,
            "zero_stage": 0, "offload": "none", "sequence_parallel": False, "recompute": "none"}
 
 
@@ -44,7 +44,7 @@ def load_base(source: Source, overrides: Sequence[str], search: bool) -> Scenari
                 continue
             stage_layers = stage_layers_for(layers, pp, 1)
             simple = {**_SIMPLE, "tp": tp, "pp": pp, "stage_layers": stage_layers,
-                      "tp_across_nodes": tp > 1}
+                      "tp_across_nodes": tp > 1, "sequence_parallel": tp > 1}
             items = [*overrides, *(f"parallelism.{k}={_yaml(v)}" for k, v in simple.items())]
             try:
                 return load_scenario(source, items)

@@ -12,10 +12,13 @@ from simcluster.sweep.runner import Row
 
 
 def layout_text(row: Row) -> str:
-    """``tp8 pp16 dp8 mb1 interleaved/2 full sp z1`` (only the non-default parts of cp/ep)."""
+    """``tp8 pp16 dp8 mb1 interleaved/2 full sp z1`` (only the non-default parts of cp, ep and
+    expert_tp: ``tp2 pp8 ep32 etp1 ...`` where the experts are not split like TP)."""
     parts = [f"tp{row['tp']}", f"pp{row['pp']}"]
     parts += [f"cp{row['cp']}"] if row.get("cp", 1) != 1 else []
     parts += [f"ep{row['ep']}"] if row.get("ep", 1) != 1 else []
+    etp = row.get("expert_tp")
+    parts += [f"etp{etp}"] if etp not in (None, "") and str(etp) != str(row["tp"]) else []
     parts += [f"dp{row['dp']}", f"mb{row['micro_batch']}"]
     schedule = str(row["schedule"])
     parts.append(f"{schedule}/{row['virtual_stages']}" if schedule == "interleaved" else schedule)
@@ -48,13 +51,14 @@ def shape_labels(rows: Sequence[Row], indexes: Sequence[int]) -> list[str]:
 
 
 def best_per_parallel(rows: Sequence[Row], ranked: Sequence[int], top: int) -> list[int]:
-    """The best-ranked row of each (option, tp, pp, cp, ep) in rank order, at most ``top``: which
-    split of the model wins, whatever its micro-batch, schedule or recompute."""
+    """The best-ranked row of each (option, tp, pp, cp, ep, expert_tp) in rank order, at most
+    ``top``: which split of the model wins, whatever its micro-batch, schedule or recompute."""
     seen: set[tuple[object, ...]] = set()
     out: list[int] = []
     for i in ranked:
         r = rows[i]
-        key = (r.get("option"), r.get("tp"), r.get("pp"), r.get("cp", 1), r.get("ep", 1))
+        key = (r.get("option"), r.get("tp"), r.get("pp"), r.get("cp", 1), r.get("ep", 1),
+               r.get("expert_tp"))
         if key not in seen:
             seen.add(key)
             out.append(i)
@@ -222,8 +226,8 @@ def sweep_text(outcome: SweepOutcome, top: int) -> str:
                   ""]
         lines += _validation_lines(outcome, best)
         per = best_per_parallel(rows, outcome.ranked, top)
-        lines += ["best per parallel shape (option, tp, pp, cp, ep: its best layout, best first)",
-                  _table(outcome, per), ""]
+        lines += ["best per parallel shape (option, tp, pp, cp, ep, expert_tp: its best layout, "
+                  "best first)", _table(outcome, per), ""]
         if len({r.get("option") for r in rows}) > 1:
             lines += ["best per option", options_text(outcome)]
             table = [p for p in outcome.files if p.suffix == ".parquet"]

@@ -25,13 +25,18 @@ from simcluster.sweep.runner import Chunk, Row
 from simcluster.sweep.space import LAYOUT_KEYS
 
 INTERVAL_KEY = "checkpoint.interval_min"
+#: Layout keys added after the first stored sweeps: a row without them takes their default.
+_LATER = ("offload", "expert_tp")
 
 
 def layout_of(row: Row) -> dict[str, Any]:
     """The ``ParallelismSpec`` fields of a result row (``stage_layers`` back to a tuple; a row
-    stored before ``offload`` was a layout key keeps its optimizer on the GPU)."""
-    values: dict[str, Any] = {k: row[k] if k != "offload" else row.get(k) or "none"
-                              for k in LAYOUT_KEYS}
+    stored before ``offload`` or ``expert_tp`` were layout keys keeps its optimizer on the GPU
+    and its experts at TP's split)."""
+    values: dict[str, Any] = {k: row[k] for k in LAYOUT_KEYS if k not in _LATER}
+    values["offload"] = row.get("offload") or "none"
+    etp = row.get("expert_tp")
+    values["expert_tp"] = None if etp in (None, "") else int(str(etp))
     text = str(values.pop("stage_layers") or "")
     values["stage_layers"] = tuple(int(x) for x in text.split(",")) if text else None
     return values

@@ -1,6 +1,7 @@
 """The layout space of a scenario: every valid parallel layout of its model on its GPUs.
 
-The enumeration walks a tree: a split ``(tp, pp, cp, ep)`` (``dp`` follows from the GPU count),
+The enumeration walks a tree: a split ``(tp, pp, cp, ep, expert_tp)`` (``dp`` follows from the
+GPU count),
 then the schedule variant (schedule, virtual stages, stage layers), ZeRO stage, offload and
 sequence parallelism, then micro-batch and recompute. Every rule is the loader's own
 (:func:`simcluster.spec.layout.build_layout`): a split is checked once with the least demanding
@@ -36,10 +37,10 @@ from simcluster.spec.scenario import OFFLOADS, RECOMPUTE, SCHEDULES, Parallelism
 #: The layout keys a sweep sets, in output column order.
 LAYOUT_KEYS = ("tp", "pp", "cp", "dp", "ep", "micro_batch", "schedule", "virtual_stages",
                "stage_layers", "recompute", "sequence_parallel", "zero_stage", "tp_across_nodes",
-               "offload")
+               "offload", "expert_tp")
 #: Axes a user may restrict (``--search KEY=V1,V2``); ``dp`` and ``tp_across_nodes`` follow.
 AXES = ("tp", "pp", "cp", "ep", "micro_batch", "schedule", "virtual_stages", "recompute",
-        "sequence_parallel", "zero_stage", "offload")
+        "sequence_parallel", "zero_stage", "offload", "expert_tp")
 #: Axes searched over these values unless the search names them (docstring: ``offload``).
 DEFAULT_AXIS_VALUES: dict[str, tuple[Any, ...]] = {"offload": ("none",)}
 DEFAULT_MAX_VIRTUAL_STAGES = 8
@@ -139,15 +140,34 @@ def splits(base: Scenario, axes: SearchAxes, rejections: Rejections
                 continue
             for cp in _axis(axes, "cp", divisors(gpus // (tp * pp))):
                 dp = gpus // (tp * pp * cp)
-                eps = divisors(dp * cp) if base.model.moe is not None else [1]
-                for ep in _axis(axes, "ep", eps):
-                    values = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "dp": dp,
+                for etp, ep in expert_splits(base, axes, tp, tp * cp * dp):
+                    values = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "expert_tp": etp, "dp": dp,
                               "tp_across_nodes": domain % tp != 0}
                     if _accepts(base, rejections, "split", {
                             **values, "micro_batch": 1, "schedule": "1f1b", "virtual_stages": 1,
-                            "zero_stage": 0, "sequence_parallel": False, "recompute": "none",
-                            "offload": "none", "stage_layers": stage_layers_for(layers, pp, 1)}):
+                            "zero_stage": 0, "sequence_parallel": _moe_sp(base, tp),
+                            "recompute": "none", "offload": "none",
+                            "stage_layers": stage_layers_for(layers, pp, 1)}):
                         yield values
+
+
+def expert_splits(base: Scenario, axes: SearchAxes, tp: int, ranks: int
+                  ) -> list[tuple[int | None, int]]:
+    """``(expert_tp, ep)`` candidates of a stage's ``ranks = tp*cp*dp`` GPUs: for a dense model
+    ``(None, 1)``; for a MoE model expert TP 1 and ``tp`` (Megatron's default and the folded
+    layout NVIDIA's MoE recipes use; every divisor of ``ranks`` where the search names
+    ``expert_tp``), each with every EP size that divides ``ranks / expert_tp``."""
+    if base.model.moe is None:
+        return [(None, 1)] if axes.allows("ep", 1) else []
+    etps = divisors(ranks) if "expert_tp" in axes.values else sorted({1, tp})
+    return [(etp, ep) for etp in _axis(axes, "expert_tp", etps)
+            for ep in _axis(axes, "ep", divisors(ranks // etp))]
+
+
+def _moe_sp(base: Scenario, tp: int) -> bool:
+    """The least demanding sequence-parallel choice of a split: off, except a MoE model with
+    ``tp > 1`` (Megatron-Core trains it only with sequence parallelism)."""
+    return base.model.moe is not None and tp > 1
 
 
 def _accepts(base: Scenario, rejections: Rejections, level: str, values: dict[str, Any]) -> bool:

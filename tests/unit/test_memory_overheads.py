@@ -92,7 +92,8 @@ def test_communicators_small_layouts() -> None:
 
 def test_expert_parallel_all_to_all_counts_every_peer() -> None:
     s = load_scenario({"model": "mixtral-8x7b", "cluster": {"topology": "dgx-h100", "nodes": 2},
-                       "parallelism": {"global_batch": 64, "tp": 2, "ep": 4}})
+                       "parallelism": {"global_batch": 64, "tp": 2, "ep": 4,
+                                       "sequence_parallel": True}})
     # tp 2 pair, tp*pp 2 pair; dp 8, ep 4 large; expert-dp 8/4 = 2 pair; 3 all-to-all peers
     assert communicators(s, 0) == Communicators(pairs=3, large=2, a2a_peers=3)
     expected = 3 * 544 * MiB + 2 * 688 * MiB + 3 * 3.28e9 / 7

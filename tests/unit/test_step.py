@@ -114,11 +114,17 @@ def test_moe_has_expert_communication() -> None:
                       ["model.seq_len=4096"])
     b = estimate_step(s).breakdown
     assert b.ep_comm > 0
-    # the same layout without expert parallelism has no all-to-all to pay
+    # without expert parallelism the experts split like TP still gather the routed rows over
+    # their TP group; with whole experts on every GPU there is nothing to exchange
     no_ep = load_scenario({"model": "mixtral-8x7b", "cluster": {"topology": "dgx-h100", "nodes": 4},
                            "parallelism": {"tp": 2, "pp": 2, "ep": 1, "global_batch": 64,
                                            "sequence_parallel": True}}, ["model.seq_len=4096"])
-    assert estimate_step(no_ep).breakdown.ep_comm == 0.0
+    assert estimate_step(no_ep).breakdown.ep_comm > 0.0
+    whole = load_scenario({"model": "mixtral-8x7b", "cluster": {"topology": "dgx-h100", "nodes": 4},
+                           "parallelism": {"tp": 2, "pp": 2, "ep": 1, "expert_tp": 1,
+                                           "global_batch": 64, "sequence_parallel": True}},
+                          ["model.seq_len=4096"])
+    assert estimate_step(whole).breakdown.ep_comm == 0.0
 
 
 def test_expert_all_to_all_sends_each_ranks_own_tokens() -> None:

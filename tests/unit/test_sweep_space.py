@@ -51,8 +51,11 @@ TINY_MOE_FP8: dict[str, Any] = {
 # Restricted so the brute force stays small; the enumerator gets the same restriction.
 AXES = SearchAxes(values={"recompute": ("none", "full"), "zero_stage": (0, 1, 2),
                           "schedule": ("1f1b", "interleaved", "gpipe")}, max_virtual_stages=3)
+#: Names every expert TP size of 8 GPUs: the enumeration then tries each (by default only 1 and
+#: tp: :func:`test_default_expert_tp_search_is_one_and_tp`).
 AXES_MOE = SearchAxes(values={"recompute": ("none",), "zero_stage": (0, 2),
-                              "schedule": ("1f1b", "interleaved")}, max_virtual_stages=2)
+                              "schedule": ("1f1b", "interleaved"), "expert_tp": (1, 2, 4, 8)},
+                      max_virtual_stages=2)
 
 
 @functools.cache
@@ -66,15 +69,15 @@ def _brute(name: str) -> frozenset[tuple[Any, ...]]:
     grid = itertools.product(
         range(1, gpus + 1), range(1, layers + 1), (1, 2, 3, 4, 8, 16), (1, 2, 4, 8) if moe else (1,),
         (1, 2, 3, 4, 8, 16), values["schedule"], range(1, axes.max_virtual_stages + 1),
-        values["recompute"], (False, True), values["zero_stage"])
-    for tp, pp, cp, ep, mb, sched, v, rec, sp, zero in grid:
+        values["recompute"], (False, True), values["zero_stage"], (1, 2, 4, 8) if moe else (None,))
+    for tp, pp, cp, ep, mb, sched, v, rec, sp, zero, etp in grid:
         # Only the definition of dp (an integer) and of a schedule without virtual stages prune
         # here; every rule is the loader's.
         if gpus % (tp * pp * cp) or (sched != "interleaved" and v > 2):
             continue
         par = {"tp": tp, "pp": pp, "cp": cp, "ep": ep, "micro_batch": mb, "schedule": sched,
                "virtual_stages": v, "recompute": rec, "sequence_parallel": sp, "zero_stage": zero,
-               "tp_across_nodes": 8 % tp != 0}
+               "tp_across_nodes": 8 % tp != 0, "expert_tp": etp}
         if pp * v <= layers:
             par["stage_layers"] = stage_layers_for(layers, pp, v)
         overrides = [f"parallelism.{k}={_yaml(x)}" for k, x in par.items()]
@@ -116,6 +119,21 @@ def test_enumeration_is_exactly_what_the_loader_accepts(name: str) -> None:
     assert any(k[keys.index("schedule")] == "interleaved" for k in found)
     if name == "moe":
         assert any(k[keys.index("ep")] > 1 for k in found), "no expert-parallel layout reached"
+
+
+def test_default_expert_tp_search_is_one_and_tp() -> None:
+    """Unless the search names ``expert_tp``, a MoE split tries the experts split like TP and
+    whole experts per GPU (expert TP 1, the EP group folded over the TP ranks): exactly brute
+    force's layouts with those two values."""
+    source, axes, _ = CASES["moe"]
+    named = {k: v for k, v in axes.values.items() if k != "expert_tp"}
+    found = set(_enumerated(source, SearchAxes(values=named,
+                                               max_virtual_stages=axes.max_virtual_stages)))
+    keys = list(LAYOUT_KEYS)
+    tp, etp, ep = (keys.index(k) for k in ("tp", "expert_tp", "ep"))
+    assert found == {k for k in _brute("moe") if k[etp] in (1, k[tp])}
+    assert any(k[etp] == 1 and k[tp] > 1 and k[ep] > k[keys.index("dp")] for k in found), (
+        "no layout whose EP group spans the TP ranks")
 
 
 @pytest.mark.parametrize("name", ["dense", "moe-fp8"])

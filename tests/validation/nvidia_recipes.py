@@ -18,6 +18,13 @@ STACK = "megatron-core-2024"
 #: is the remaining fused backend). NeMo 25.04's scripts/performance/utils.py @19fadb67 sets
 #: ``NVTE_FUSED_ATTN: 1`` and Megatron-Bridge sets neither (TE's default: cuDNN on Hopper+).
 LAUNCHER_RELEASES = ("NeMo24.03.01.framework", "NeMo24.07")
+#: Expert TP of every Megatron-Bridge MoE recipe: whole experts on each GPU, the EP group folded over
+#: the TP ranks. The workload base configs set ``expert_tensor_parallel_size=1`` for DeepSeek-V3,
+#: GPT-OSS and Qwen3 at every tag that publishes a table (v0.2.1
+#: ``scripts/performance/configs/{deepseek,gpt_oss,qwen3}/workload_base_configs.py``; v0.3.0 to
+#: v0.5.0 ``*_workload_base_configs.py``; v0.6.0 ``src/megatron/bridge/perf_recipes/*``).
+#: NeMo 24.07 (Megatron-Core 0.8) has no expert TP option: its experts split like TP.
+BRIDGE_MOE_EXPERT_TP = 1
 #: (model, release) whose MXFP8 preset captures the whole iteration in one CUDA graph, so the host
 #: issues no kernel during the step: Qwen3-30B-A3B at 26.06 and 26.06.01 (Megatron-Bridge v0.5.0
 #: and v0.5.1 ``qwen3_workload_base_configs.py``: ``cuda_graph_impl="full_iteration"`` on B300,
