@@ -27,10 +27,16 @@ from simcluster.perf.compute import (
 )
 from simcluster.perf.kernels.elementwise import memory_bound_time_s
 from simcluster.perf.kernels.lowp import recipe_of, weight_cast_bytes
+from simcluster.perf.kernels.operator import OperatorTime
 from simcluster.perf.memory import grad_bytes_of, stage_chunks, stage_params
 from simcluster.perf.memory_stage import all_chunk_params
 from simcluster.perf.mtp import with_mtp
-from simcluster.perf.zero3 import copy_in_bytes, copy_out_bytes, zero3_weight_cast_bytes
+from simcluster.perf.zero3 import (
+    copy_in_bytes,
+    copy_out_bytes,
+    grad_cast_divide_bytes,
+    zero3_weight_cast_bytes,
+)
 from simcluster.spec.hardware import AcceleratorSpec
 from simcluster.spec.model import ModelSpec
 from simcluster.spec.scenario import Scenario
@@ -165,7 +171,8 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
                         par.cp, par.sequence_parallel, par.recompute, ex.attention,
                         (par.ep, par.expert_tp), ex.elementwise, ex.host_op_s,
                         ex.cp_load_balance,
-                        (copy_out_bytes(s), copy_in_bytes(s), zero3_weight_cast_bytes(s)),
+                        (copy_out_bytes(s), copy_in_bytes(s), zero3_weight_cast_bytes(s),
+                         grad_cast_divide_bytes(s)),
                         (ex.fp8_recipe, ex.fp8_cast_fusion), ex.moe_dispatcher)
 
 
@@ -174,30 +181,38 @@ def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micr
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
                  attention: str, experts: tuple[int, int | None], elementwise: str,
                  host_op_s: float,
-                 cp_load_balance: bool, copies: tuple[float, float, float],
+                 cp_load_balance: bool, copies: tuple[float, float, float, float],
                  lowp: tuple[str, bool], dispatcher: str = "alltoall") -> LayerTimes:
     layer = layer_times(model, acc.value, dtype, micro_batch, seq_len, tp, cp, sequence_parallel,
                         recompute, attention, ep=experts[0], expert_tp=experts[1],
                         elementwise=elementwise,
                         host_op_s=host_op_s, cp_load_balance=cp_load_balance,
                         fp8_recipe=lowp[0], fp8_cast_fusion=lowp[1], moe_dispatcher=dispatcher)
-    copy_out, copy_in, cast = copies
+    copy_out, copy_in, cast, prep = copies
     if cast:  # ZeRO-3 under a low-precision format: the gathered weights quantized each pass
         op = memory_operator(acc.value, "weight_cast", cast, backward_factor=1.0)
         layer = dataclasses.replace(layer, forward_s=layer.forward_s + op.time_s,
                                     backward_s=layer.backward_s + op.backward_s,
                                     operators=(*layer.operators, op))
-    if copy_out == 0 and copy_in == 0:
-        return layer
     # FSDP2's copies (perf/zero3.py): the all-gather copy-out once before the forward and once
     # before the backward (the recompute reuses the backward's gathered parameters); the
-    # reduce-scatter copy-in once after the backward
-    out = memory_operator(acc.value, "zero3_copy_out", copy_out, backward_factor=1.0)
-    into = dataclasses.replace(memory_operator(acc.value, "zero3_copy_in", copy_in,
-                                               backward_factor=1.0), time_s=0.0)
-    return dataclasses.replace(layer, forward_s=layer.forward_s + out.time_s,
-                               backward_s=layer.backward_s + out.backward_s + into.backward_s,
-                               operators=(*layer.operators, out, into))
+    # reduce-scatter copy-in once after the backward. FSDP1's gradient cast and pre-division
+    # once after the backward.
+    ops = [memory_operator(acc.value, "zero3_copy_out", copy_out, backward_factor=1.0)
+           ] if copy_out else []
+    ops += [_after_backward(acc.value, name, nbytes) for name, nbytes in
+            (("zero3_copy_in", copy_in), ("grad_cast_divide", prep)) if nbytes]
+    if not ops:
+        return layer
+    return dataclasses.replace(layer, forward_s=layer.forward_s + sum(o.time_s for o in ops),
+                               backward_s=layer.backward_s + sum(o.backward_s for o in ops),
+                               operators=(*layer.operators, *ops))
+
+
+def _after_backward(acc: AcceleratorSpec, name: str, nbytes: float) -> OperatorTime:
+    """A memory-bound pass over ``nbytes`` once per backward (none in the forward)."""
+    return dataclasses.replace(memory_operator(acc, name, nbytes, backward_factor=1.0),
+                               time_s=0.0)
 
 
 @memoised()

@@ -96,6 +96,37 @@ def copy_in_bytes(s: Scenario) -> float:
     return _layer_params(s) * (ACT_BYTES[s.precision] + grad_bytes_of(s))
 
 
+def grad_cast_divide_bytes(s: Scenario) -> float:
+    """Bytes one layer's gradient preparation moves before its reduce-scatter, each micro-batch
+    (0 unless ``execution.grad_cast_divide`` applies: ZeRO-2/3 with data parallelism).
+
+    PyTorch FSDP1 (``torch/distributed/fsdp/_runtime_utils.py``, ``_post_backward_hook``, v2.0 and
+    v2.1), on its post-backward stream, for every sharded ``FlatParameter``:
+
+    - casts the unsharded gradient to the reduce dtype where it differs from the gradient's
+      (``flat_param.grad.to(handle._reduce_dtype)``): a read of the 16-bit gradient and a write
+      in the reduce dtype (fp32 under composer's ``mixed_precision: DEFAULT`` from 0.16.4);
+    - divides it by the pre-divide factor before the reduce-scatter (``_div_if_needed
+      (padded_unsharded_grad, state._gradient_predivide_factor)``; the default hook's
+      ``reduce_scatter_hook`` in v2.0): a read and a write in the reduce dtype. The factor
+      (``_get_gradient_predivide_factor``: doubled while it divides the group size ``n`` and
+      stays below ``n`` over itself, about ``sqrt(n)``) is at least 2 for any ``n >= 2``, so the
+      division runs.
+
+    The stream runs beside the next layer's backward, but these kernels take the same HBM and
+    SMs the backward's kernels would: they are counted as backward time of the layer (a stated
+    simplification). The flat parameter is padded to a multiple of the group at construction,
+    so no padding copy runs; the sharded-gradient cast and accumulation are ``1/dp`` of this and
+    not counted.
+    """
+    par = s.parallelism
+    if not s.execution.grad_cast_divide or par.zero_stage < 2 or par.dp * par.cp < 2:
+        return 0.0
+    grad, reduce = ACT_BYTES[s.precision], grad_bytes_of(s)
+    cast = grad + reduce if reduce != grad else 0.0
+    return _layer_params(s) * (cast + 2 * reduce)
+
+
 def _fsdp2_copies(s: Scenario) -> bool:
     par = s.parallelism
     return par.zero_stage >= 3 and par.dp > 1 and s.execution.zero3_copy_out

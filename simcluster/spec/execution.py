@@ -99,6 +99,11 @@ class ExecutionSpec:
         False, doc="ZeRO-3: each gathered layer's parameters are copied out of the all-gather "
         "buffer on the compute stream before its forward and its backward (FSDP2's per-parameter "
         "sharding); false: used in place (FSDP1 flat parameters, DeepSpeed)")
+    grad_cast_divide: bool = spec_field(
+        False, doc="ZeRO-2/3: every micro-batch, each layer's unsharded gradient is cast to the "
+        "reduce dtype (when it differs) and pre-divided, one element-wise kernel each, before "
+        "its reduce-scatter (PyTorch FSDP1's post-backward hook); false: none (Megatron reduces "
+        "from its grad buffer; FSDP2's cast is zero3_copy_out's copy-in). docs/stacks.md")
     elementwise: str = spec_field(
         "fused", choices=ELEMENTWISE_MODES,
         doc="norms, rotary embedding, SwiGLU gate and loss as fused kernels (Megatron, Transformer "
