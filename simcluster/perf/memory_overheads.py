@@ -153,17 +153,18 @@ def all_stage_nccl_bytes(scenario: Scenario) -> tuple[float, ...]:
     """:func:`nccl_bytes` of every pipeline stage's :func:`communicators` (memoised per layout
     shape: the first and last stages differ from the middle ones only by the embedding group)."""
     par, model = scenario.parallelism, scenario.model
-    return _all_stage_nccl(par.tp, par.pp, par.cp, par.dp, (par.ep, par.etp), model.tied_embeddings,
-                           model.moe is not None, scenario.execution.nccl_buffsize_bytes)
+    return _all_stage_nccl(par.tp, par.pp, par.cp, par.dp, (par.ep, par.etp),
+                           model.tied_embeddings, model.moe is not None,
+                           scenario.execution.nccl_buffsize_bytes)
 
 
 @memoised()
-def _all_stage_nccl(tp: int, pp: int, cp: int, dp: int, ep: tuple[int, int], tied: bool, moe: bool,
-                    buffsize: float) -> tuple[float, ...]:
-    ends = nccl_bytes(_communicators(tp, pp, cp, dp, ep, tied and pp > 1, moe), buffsize)
+def _all_stage_nccl(tp: int, pp: int, cp: int, dp: int, experts: tuple[int, int], tied: bool,
+                    moe: bool, buffsize: float) -> tuple[float, ...]:
+    ends = nccl_bytes(_communicators(tp, pp, cp, dp, experts, tied and pp > 1, moe), buffsize)
     if pp == 1:
         return (ends,)
-    middle = nccl_bytes(_communicators(tp, pp, cp, dp, ep, False, moe), buffsize)
+    middle = nccl_bytes(_communicators(tp, pp, cp, dp, experts, False, moe), buffsize)
     return (ends,) + (middle,) * (pp - 2) + (ends,)
 
 

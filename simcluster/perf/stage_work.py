@@ -169,7 +169,7 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
     ex = s.execution
     return _layer_times(s.model, acc, s.precision, par.micro_batch, s.model.seq_len, par.tp,
                         par.cp, par.sequence_parallel, par.recompute, ex.attention,
-                        (par.ep, par.expert_tp), ex.elementwise, ex.host_op_s,
+                        (par.ep, par.etp), ex.elementwise, ex.host_op_s,
                         ex.cp_load_balance,
                         (copy_out_bytes(s), copy_in_bytes(s), zero3_weight_cast_bytes(s),
                          grad_cast_divide_bytes(s)),
@@ -179,7 +179,7 @@ def _scenario_layer_times(s: Scenario, acc: Keyed[AcceleratorSpec]) -> LayerTime
 @memoised()
 def _layer_times(model: ModelSpec, acc: Keyed[AcceleratorSpec], dtype: str, micro_batch: int,
                  seq_len: int, tp: int, cp: int, sequence_parallel: bool, recompute: str,
-                 attention: str, experts: tuple[int, int | None], elementwise: str,
+                 attention: str, experts: tuple[int, int], elementwise: str,
                  host_op_s: float,
                  cp_load_balance: bool, copies: tuple[float, float, float, float],
                  lowp: tuple[str, bool], dispatcher: str = "alltoall") -> LayerTimes:
